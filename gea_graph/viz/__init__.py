@@ -1,0 +1,1 @@
+"""gea_graph.viz"""
