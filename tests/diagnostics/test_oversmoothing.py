@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+
+import matplotlib.image
+import pytest
 import torch
 from ogb.utils import smiles2graph
 from torch import nn
@@ -10,6 +14,15 @@ from torch_geometric.nn import SimpleConv
 
 from gea_graph.diagnostics.collect import collect_node_states, find_layers
 from gea_graph.diagnostics.measures import dirichlet_energy, mean_cosine_similarity
+from gea_graph.diagnostics.report import (
+    LAYER_COLUMNS,
+    RESPONSE_COLUMNS,
+    FilterCoefficients,
+    layer_table,
+    plot_report,
+    response_table,
+    write_csv,
+)
 
 ZINC_SMILES = [
     "CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1",
@@ -60,3 +73,29 @@ def test_similarity_rises_and_energy_falls():
     assert (cos[1:] >= cos[:-1] - 1e-6).all()
     assert energy[-1] < 0.02 * energy[0]
     assert (energy[1:] <= energy[:-1] + 1e-9).all()
+
+
+def test_report_tables_csv_and_plot(tmp_path):
+    batch = zinc_batch()
+    rows = layer_table(MeanStack(depth=8), [batch, batch], "mean8")
+    assert [r["layer"] for r in rows] == list(range(9)) and rows[0]["graphs"] == 6
+    assert rows[-1]["cosine_similarity"] > rows[0]["cosine_similarity"]
+    coefficients = [
+        None,
+        FilterCoefficients(torch.zeros(2), torch.ones(2), torch.tensor([0.0, -0.5]), K=3.0),
+    ]
+    eig = {1: [torch.tensor([1.0 + 0j, 0.2 + 0.1j]), torch.tensor([1.0 + 0j, -0.3 + 0j])]}
+    response = response_table(coefficients, "gfsa", eig, grid_points=11)
+    assert len(response) == 2 * 11 + 4 and {r["layer"] for r in response} == {2}
+    vanilla = [r for r in response if r["head"] == 0]
+    assert all(
+        r["response_re"] == pytest.approx(r["lambda_re"]) for r in vanilla
+    )  # w = (0, 1, 0): h(λ) = λ
+    write_csv(rows, LAYER_COLUMNS, tmp_path / "layers.csv")
+    write_csv(response, RESPONSE_COLUMNS, tmp_path / "frequency_response.csv")
+    with (tmp_path / "layers.csv").open() as handle:
+        assert len(list(csv.DictReader(handle))) == 9
+    png = plot_report(
+        rows + layer_table(MeanStack(depth=8), [batch], "other"), response, tmp_path / "plot.png"
+    )
+    assert matplotlib.image.imread(png).shape[2] in (3, 4)

@@ -1,0 +1,212 @@
+"""Per-layer oversmoothing tables and plots for one or more models (``gea-graph diagnose``).
+
+Tables are lists of plain dict rows, written as CSV:
+
+* ``layers.csv``: ``model, layer, cosine_similarity, dirichlet_energy, dirichlet_energy_normalised, graphs``; layer 0
+  is the input of the first layer, layer ``l`` the output of layer ``l``; values are means over graphs.
+* ``frequency_response.csv``: ``model, layer, head, source, lambda_re, lambda_im, response_re, response_im,
+  response_abs`` for every GFSA layer and head: ``source="grid"`` on real ``λ ∈ [-1, 1]``, ``source="eigenvalue"``
+  at the eigenvalues of the layer's attention matrices ``Ā`` on the diagnosed graphs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor, nn
+from torch_geometric.data import Batch
+
+from gea_graph.diagnostics.collect import collect_node_states
+from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
+
+LAYER_COLUMNS = (
+    "model",
+    "layer",
+    "cosine_similarity",
+    "dirichlet_energy",
+    "dirichlet_energy_normalised",
+    "graphs",
+)
+RESPONSE_COLUMNS = (
+    "model",
+    "layer",
+    "head",
+    "source",
+    "lambda_re",
+    "lambda_im",
+    "response_re",
+    "response_im",
+    "response_abs",
+)
+
+
+@dataclass(frozen=True)
+class FilterCoefficients:
+    """GFSA coefficients of one layer: ``w0, w1, wK`` of shape ``[H]`` and the order ``K`` (GFSA Eq. 8)."""
+
+    w0: Tensor
+    w1: Tensor
+    wK: Tensor
+    K: float
+
+
+def layer_table(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    name: str,
+    forward: Callable[[nn.Module, Batch], Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Per layer, the mean over graphs of the cosine similarity and the Dirichlet energies (see ``measures``)."""
+    per_layer: list[list[Tensor]] = []
+    for batch in batches:
+        states = collect_node_states(model, batch, forward)
+        if not per_layer:
+            per_layer = [[] for _ in states]
+        for store, x in zip(per_layer, states):
+            energy, normalised = dirichlet_energy(x, batch.edge_index, batch.batch)
+            store.append(
+                torch.stack([mean_cosine_similarity(x, batch.batch), energy, normalised], dim=1)
+            )
+    rows = []
+    for layer, store in enumerate(per_layer):
+        values = torch.cat(store)  # [graphs, 3]
+        means = [
+            float(v[~torch.isnan(v)].mean()) if (~torch.isnan(v)).any() else math.nan
+            for v in values.T
+        ]
+        rows.append(dict(zip(LAYER_COLUMNS, (name, layer, *means, values.shape[0]))))
+    return rows
+
+
+def response_table(
+    coefficients: Sequence[FilterCoefficients | None],
+    name: str,
+    eigenvalues: Mapping[int, Sequence[Tensor]] | None = None,
+    grid_points: int = 101,
+) -> list[dict[str, Any]]:
+    """Rows of the GFSA frequency response per layer and head (layers whose entry is ``None`` have no GFSA).
+
+    Args:
+        coefficients: per layer (0-based), the layer's coefficients or ``None``.
+        name: model name for the ``model`` column.
+        eigenvalues: optional, per layer index, per head, complex eigenvalues of the layer's ``Ā``.
+        grid_points: points of the real grid on ``[-1, 1]``.
+    """
+    rows: list[dict[str, Any]] = []
+    grid = torch.linspace(-1.0, 1.0, grid_points, dtype=torch.float64).to(torch.complex128)
+    for layer, coef in enumerate(coefficients):
+        if coef is None:
+            continue
+        sources = [("grid", [grid] * coef.w0.numel())]
+        if eigenvalues and layer in eigenvalues:
+            sources.append(("eigenvalue", [lam.to(torch.complex128) for lam in eigenvalues[layer]]))
+        for source, per_head in sources:
+            for head, lam in enumerate(per_head):
+                w = [c.detach().to(torch.float64)[head] for c in (coef.w0, coef.w1, coef.wK)]
+                response = gfsa_response(lam, *w, coef.K)
+                for lam_i, h_i in zip(lam.tolist(), response.tolist()):
+                    values = (lam_i.real, lam_i.imag, h_i.real, h_i.imag, abs(h_i))
+                    rows.append(
+                        dict(zip(RESPONSE_COLUMNS, (name, layer + 1, head, source, *values)))
+                    )
+    return rows
+
+
+def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> Path:
+    """Write ``rows`` to ``path`` (via a temporary file renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+    return path
+
+
+def plot_report(
+    layer_rows: Sequence[Mapping[str, Any]], response_rows: Sequence[Mapping[str, Any]], path: Path
+) -> Path:
+    """One figure: cosine similarity and normalised Dirichlet energy against depth (one line per model) and, when
+    there are GFSA layers, the filter response ``h(λ)`` on ``[-1, 1]`` (mean over heads; one line per layer, colour =
+    depth, line style = model) with the responses at the eigenvalues of ``Ā`` as dots (real parts)."""
+    models = list(dict.fromkeys(row["model"] for row in (*layer_rows, *response_rows)))
+    grid_rows = [row for row in response_rows if row["source"] == "grid"]
+    panels = 3 if grid_rows else 2
+    fig = Figure(figsize=(5 * panels, 4), layout="constrained")
+    axes = fig.subplots(1, panels)
+    styles = ("-", "--", ":", "-.")
+    for k, model in enumerate(models):
+        rows = [row for row in layer_rows if row["model"] == model]
+        if not rows:
+            continue
+        layers = [row["layer"] for row in rows]
+        axes[0].plot(
+            layers,
+            [row["cosine_similarity"] for row in rows],
+            styles[k % 4],
+            marker="o",
+            label=model,
+        )
+        axes[1].plot(
+            layers,
+            [row["dirichlet_energy_normalised"] for row in rows],
+            styles[k % 4],
+            marker="o",
+            label=model,
+        )
+    axes[0].set(xlabel="layer", ylabel="mean pairwise cosine similarity", title="Cosine similarity")
+    axes[1].set(
+        xlabel="layer",
+        ylabel="Σ‖xᵢ−xⱼ‖² / Σ‖xᵢ‖²",
+        title="Normalised Dirichlet energy",
+        yscale="log",
+    )
+    for ax in axes[:2]:
+        ax.legend()
+    if grid_rows:
+        ax = axes[2]
+        depth = max(row["layer"] for row in grid_rows)
+        cmap = matplotlib.colormaps["viridis"]
+        for k, model in enumerate(models):
+            for layer in sorted({row["layer"] for row in grid_rows if row["model"] == model}):
+                curve: dict[float, list[float]] = {}
+                for row in grid_rows:
+                    if row["model"] == model and row["layer"] == layer:
+                        curve.setdefault(row["lambda_re"], []).append(row["response_re"])
+                lam = sorted(curve)
+                ax.plot(
+                    lam,
+                    [sum(curve[x]) / len(curve[x]) for x in lam],
+                    styles[k % 4],
+                    color=cmap(layer / max(depth, 1)),
+                    label=f"{model} L{layer}",
+                )
+        points = [row for row in response_rows if row["source"] == "eigenvalue"]
+        if points:
+            ax.scatter(
+                [row["lambda_re"] for row in points],
+                [row["response_re"] for row in points],
+                s=4,
+                alpha=0.3,
+                c=[cmap(row["layer"] / max(depth, 1)) for row in points],
+                label="at eigenvalues of Ā (real parts)",
+            )
+        ax.axhline(0.0, color="grey", linewidth=0.5)
+        ax.set(
+            xlabel="eigenvalue λ of Ā (1 = lowest frequency)",
+            ylabel="h(λ)",
+            title="GFSA filter response",
+        )
+        ax.legend(fontsize="x-small", ncols=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
