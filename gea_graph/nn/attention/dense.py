@@ -1,0 +1,53 @@
+r"""Helpers between PyG's sparse batch layout and the dense ``[B, N, C]`` layout of the global attentions."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import to_dense_batch
+
+
+def to_dense(
+    x: Tensor,
+    batch: Optional[Tensor] = None,
+    batch_size: Optional[int] = None,
+    max_num_nodes: Optional[int] = None,
+) -> Tuple[Tensor, Tensor]:
+    r"""Sparse node features ``[sum N_i, C]`` -> ``(x_dense [B, N_max, C], mask [B, N_max] bool)``.
+
+    A thin wrapper of :func:`torch_geometric.utils.to_dense_batch` (padding with zeros, ``mask`` is
+    ``True`` on real nodes), so that every global attention in :mod:`gea_graph.nn.attention` can be
+    called as ``attn(*to_dense(x, batch))``.
+    """
+    return to_dense_batch(x, batch, fill_value=0.0, max_num_nodes=max_num_nodes,
+                          batch_size=batch_size)
+
+
+def from_dense(x_dense: Tensor, mask: Tensor) -> Tensor:
+    r"""Inverse of :func:`to_dense`: ``x_dense[mask]`` -> ``[sum N_i, C]`` in PyG node order."""
+    return x_dense[mask]
+
+
+def key_padding_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    r"""Additive key mask ``[B, 1, 1, N]``: ``0`` on real keys, the most negative finite value of
+    ``dtype`` on padded keys.
+
+    A finite value instead of ``-inf`` keeps a row whose keys are all padded (an empty slot of the
+    batch) finite: its softmax becomes uniform instead of ``NaN``; such rows are zeroed afterwards.
+    """
+    neg = torch.finfo(dtype).min
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+        ~mask, neg)[:, None, None, :]
+
+
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    r"""``[B, N, H*D]`` -> ``[B, H, N, D]``."""
+    B, N, C = x.shape
+    return x.view(B, N, heads, C // heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    r"""``[B, H, N, D]`` -> ``[B, N, H*D]``."""
+    B, H, N, D = x.shape
+    return x.transpose(1, 2).reshape(B, N, H * D)
