@@ -1,0 +1,322 @@
+r"""The side-by-side performance suite behind ``gea-graph perf``.
+
+Every row runs *our* code and a *reference* in the same process, on the same inputs and the same
+threads, and reports the ratio ``ours / reference`` against the target of the performance issue.
+Absolute times on shared machines are noise; ratios measured in one run, with the two sides
+interleaved, are not.
+
+Measurement method
+------------------
+* **Time.** A case is a pair of callables (one step each: forward + backward for layers). After
+  ``warmup`` calls of each, the two sides are called alternately ``repeats`` times (the order flips
+  every repeat, so slow drift of the machine hits both sides alike); each call is timed with
+  :func:`time.perf_counter` (with :func:`torch.cuda.synchronize` around it on CUDA) and the row keeps
+  the **median** of each side. Gradients are dropped (``set_to_none``) between calls, outside the
+  timed region.
+* **Memory.** Peak bytes allocated *during* one step, above what was allocated before it. On CUDA:
+  :func:`torch.cuda.max_memory_allocated` after :func:`torch.cuda.reset_peak_memory_stats`. On CPU:
+  one extra step under :class:`torch.profiler.profile` with ``profile_memory=True``; the allocator
+  events (``[memory]``, signed byte counts) are sorted by time and the running sum's maximum is the
+  peak. Both count tensor storage only (no Python or allocator caching overhead).
+
+Rows are produced by the ``perf_*`` modules of this package (layers, data pipeline, training); this
+module holds the row type, the measurement helpers, the report writers and :func:`run_suite`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch.nn import Module
+
+#: The keys of one object in ``perf.json`` (exactly these, in this order).
+JSON_KEYS = ("name", "ours", "reference", "unit", "ratio", "target", "met")
+
+
+@dataclass(frozen=True)
+class Target:
+    r"""A target on a row's ``ratio`` (or, for absolute rows, on ``ours``): ``op`` is ``"<="`` or
+    ``">="``; ``on`` is ``"ratio"`` or ``"ours"``."""
+
+    op: str
+    value: float
+    on: str = "ratio"
+
+    def check(self, ours: Optional[float], ratio: Optional[float]) -> bool:
+        """Whether the measured value meets the target (a missing value never does)."""
+        got = ratio if self.on == "ratio" else ours
+        if got is None or math.isnan(got):
+            return False
+        return got <= self.value if self.op == "<=" else got >= self.value
+
+    def __str__(self) -> str:
+        sym = "≤" if self.op == "<=" else "≥"
+        return f"{sym} {self.value:g}" if self.on == "ratio" else f"ours {sym} {self.value:g}"
+
+
+@dataclass
+class Row:
+    r"""One line of the table. ``target`` ``None`` marks an informational row (e.g. the peak memory
+    beside a layer's time), which is always ``met``. ``note`` goes to ``perf.md`` and the printed
+    table only (input source, fallbacks, memory method), never to ``perf.json``."""
+
+    name: str
+    ours: Optional[float]
+    reference: Optional[float]
+    unit: str
+    target: Optional[Target] = None
+    note: str = ""
+    met: bool = field(init=False)
+    ratio: Optional[float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ratio = (self.ours / self.reference
+                      if self.ours is not None and self.reference not in (None, 0) else None)
+        self.met = True if self.target is None else self.target.check(self.ours, self.ratio)
+
+    def to_json(self) -> Dict[str, object]:
+        """The row as a ``perf.json`` object with exactly :data:`JSON_KEYS`."""
+        return {
+            "name": self.name,
+            "ours": _finite(self.ours),
+            "reference": _finite(self.reference),
+            "unit": self.unit,
+            "ratio": _finite(self.ratio),
+            "target": None if self.target is None else str(self.target),
+            "met": bool(self.met),
+        }
+
+
+def _finite(v: Optional[float]) -> Optional[float]:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+@dataclass(frozen=True)
+class Settings:
+    r"""What a suite run measures with: the device, and how much it repeats.
+
+    ``repeats`` timed calls per side after ``warmup`` calls; ``train_steps`` optimiser steps for the
+    throughput row; ``spd_graphs`` Peptides-func graphs for the shortest-path row; ``agf_sizes``
+    the node counts of the AGF scaling rows.
+    """
+
+    device: torch.device
+    quick: bool
+    repeats: int
+    warmup: int
+    train_steps: int
+    spd_graphs: int
+    agf_sizes: Tuple[int, ...] = (256, 1024, 4096)
+
+    @classmethod
+    def make(cls, quick: bool, device: torch.device) -> "Settings":
+        """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
+        if quick:
+            return cls(device, True, repeats=20, warmup=3, train_steps=30, spd_graphs=64)
+        return cls(device, False, repeats=40, warmup=5, train_steps=200, spd_graphs=512)
+
+    @classmethod
+    def tiny(cls, device: torch.device = torch.device("cpu")) -> "Settings":
+        """Smallest settings that still exercise every code path (for the smoke test)."""
+        return cls(device, True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
+                   agf_sizes=(16, 32, 64))
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; otherwise ``torch.device(name)``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds taken by one call of ``fn`` (device work included)."""
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def time_pair(ours: Callable[[], object], reference: Callable[[], object], settings: Settings,
+              between: Callable[[], object] = lambda: None) -> tuple[float, float]:
+    r"""Median seconds per call of ``ours`` and ``reference``, interleaved (see the module doc).
+    ``between`` runs untimed after every call (e.g. dropping gradients)."""
+    for _ in range(settings.warmup):
+        for fn in (ours, reference):
+            fn()
+            between()
+    t_ours: List[float] = []
+    t_ref: List[float] = []
+    for i in range(settings.repeats):
+        order = ((ours, t_ours), (reference, t_ref))
+        for fn, acc in (order if i % 2 == 0 else order[::-1]):
+            acc.append(timed(fn, settings.device))
+            between()
+    return statistics.median(t_ours), statistics.median(t_ref)
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak bytes of tensor storage allocated during one call of ``fn`` (see the module doc)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - base)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
+    current = peak = 0
+    for _, nbytes in events:
+        current += nbytes
+        peak = max(peak, current)
+    return int(peak)
+
+
+def train_step(module: Module, forward: Callable[[], object]) -> Callable[[], None]:
+    r"""A step for the layer rows: ``forward()``, then backward of the sum of every output tensor
+    that requires grad (a tuple output — ``(x, edge_attr)`` — counts all of its tensors)."""
+
+    def step() -> None:
+        out = forward()
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        loss = sum(o.float().sum() for o in outs
+                   if isinstance(o, torch.Tensor) and o.requires_grad)
+        loss.backward()
+
+    return step
+
+
+def layer_rows(name: str, ours: Module, ours_fn: Callable[[], object], reference: Module,
+               reference_fn: Callable[[], object], target: Optional[Target], settings: Settings,
+               note: str = "") -> List[Row]:
+    r"""Time (forward + backward) and peak memory rows for one pair of layers."""
+    step_ours = train_step(ours, ours_fn)
+    step_ref = train_step(reference, reference_fn)
+
+    def drop_grads() -> None:
+        ours.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+
+    ours.train()
+    reference.train()
+    t_ours, t_ref = time_pair(step_ours, step_ref, settings, between=drop_grads)
+    m_ours = peak_memory(step_ours, settings.device)
+    drop_grads()
+    m_ref = peak_memory(step_ref, settings.device)
+    drop_grads()
+    return [
+        Row(name, t_ours * 1e3, t_ref * 1e3, "ms/step", target, note),
+        Row(f"{name} · peak memory", m_ours / 2**20, m_ref / 2**20, "MiB", None,
+            "peak bytes allocated during one step"),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# Reports
+
+def _fmt(v: Optional[float]) -> str:
+    if v is None:
+        return "—"
+    if v == 0 or 0.01 <= abs(v) < 1e5:
+        return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+    return f"{v:.3e}"
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table (ours, reference, ratio, target, met, note)."""
+    lines = ["| row | ours | reference | unit | ratio | target | met | note |",
+             "|---|---:|---:|---|---:|---|---|---|"]
+    for r in rows:
+        met = "—" if r.target is None else ("yes" if r.met else "**no**")
+        lines.append(f"| {r.name} | {_fmt(r.ours)} | {_fmt(r.reference)} | {r.unit} | "
+                     f"{_fmt(r.ratio)} | {r.target or '—'} | {met} | {r.note} |")
+    return "\n".join(lines)
+
+
+def environment_line(settings: Settings) -> str:
+    """One line describing where and how the suite ran."""
+    dev = (torch.cuda.get_device_name(settings.device) if settings.device.type == "cuda"
+           else "CPU")
+    return (f"device {settings.device} ({dev}), torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, {'quick' if settings.quick else 'full'} mode: "
+            f"median of {settings.repeats} after {settings.warmup} warm-up calls")
+
+
+def write_reports(rows: Sequence[Row], out_dir: Path, settings: Settings, seconds: float) -> None:
+    """Writes ``perf.md`` (the table) and ``perf.json`` (the rows) into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = ["# gea-graph perf", "", environment_line(settings) + f"; suite took {seconds:.0f} s.", "",
+          format_table(rows), ""]
+    (out_dir / "perf.md").write_text("\n".join(md), encoding="utf-8")
+    (out_dir / "perf.json").write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n",
+                                       encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------
+# The suite
+
+RowGroup = Callable[[Settings], List[Row]]
+
+
+def row_groups() -> Dict[str, RowGroup]:
+    """The suite's groups of rows, by name, in the order they run."""
+    from gea_graph.bench import perf_layers, perf_pipeline
+
+    return {
+        "external": perf_layers.external_attention_rows,
+        "gps": perf_layers.gps_layer_rows,
+        "geaet": perf_layers.geaet_layer_rows,
+        "graphormer": perf_layers.graphormer_rows,
+        "agf": perf_layers.agf_scaling_rows,
+        "spd": perf_pipeline.shortest_path_rows,
+        "dataset": perf_pipeline.dataset_build_rows,
+        "train": perf_pipeline.throughput_rows,
+    }
+
+
+def run_suite(settings: Settings, out_dir: Optional[Path] = None,
+              only: Optional[Iterable[str]] = None,
+              log: Callable[[str], object] = print) -> List[Row]:
+    r"""Runs the suite (or the groups named in ``only``), prints the table, and writes the reports
+    to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
+    broken component never hides the others."""
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    groups = row_groups()
+    names = list(groups) if only is None else list(only)
+    rows: List[Row] = []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            got = groups[name](settings)
+        except Exception as err:  # noqa: BLE001 -- reported as an unmet row, see docstring
+            got = [Row(name, None, None, "—", Target("<=", 0.0),
+                       f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])]
+        rows.extend(got)
+        log(f"[perf] {name}: {time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - start
+    log(environment_line(settings))
+    log(format_table(rows))
+    log(f"[perf] suite took {seconds:.1f} s")
+    if out_dir is not None:
+        write_reports(rows, out_dir, settings, seconds)
+    return rows

@@ -1,0 +1,137 @@
+r"""Inputs of the performance suite: real mini-batches of ZINC (128 graphs) and Peptides-func
+(64 graphs), and their float features for the layer rows.
+
+The graphs come from the project's dataset registry (:func:`gea_graph.data.get_dataset`) read from
+the offline mirror / data root. When a dataset cannot be loaded, the suite falls back to random
+molecule-like graphs with the dataset's size distribution and every row built on them says so.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import to_undirected
+
+#: Graphs per mini-batch, per dataset, as the performance issue fixes them.
+BATCH_GRAPHS: Dict[str, int] = {"ZINC": 128, "Peptides-func": 64}
+
+#: Node-count distribution of the random fallback: (mean, std, min, max) of the real datasets.
+_SIZE_DIST: Dict[str, Tuple[float, float, int, int]] = {
+    "ZINC": (23.2, 4.5, 9, 37),
+    "Peptides-func": (150.9, 60.0, 8, 444),
+}
+
+_REGISTRY_NAMES: Dict[str, str] = {"ZINC": "zinc", "Peptides-func": "peptides-func"}
+
+_CACHE: Dict[Tuple[str, int], Tuple[List[Data], str]] = {}
+
+
+@dataclass
+class LayerInput:
+    r"""One mini-batch ready for a layer: float node features ``x [N, C]``, float edge features
+    ``edge_attr [E, C]``, ``edge_index``, ``batch`` and ``num_graphs``; ``note`` says where the
+    graphs came from."""
+
+    dataset: str
+    x: Tensor
+    edge_index: Tensor
+    edge_attr: Tensor
+    batch: Tensor
+    num_graphs: int
+    note: str
+
+
+def random_molecule_like(num_nodes: int, generator: torch.Generator) -> Data:
+    r"""A connected, sparse, undirected graph that looks like a molecule: a random tree whose nodes
+    attach to one of the few previous nodes (chains and branches), plus one ring-closing edge per
+    ~12 nodes; OGB-shaped long features ``x [N, 9]`` and ``edge_attr [E, 3]``."""
+    n = max(int(num_nodes), 1)
+    src: List[int] = []
+    dst: List[int] = []
+    for i in range(1, n):
+        back = int(torch.randint(1, min(i, 3) + 1, (1,), generator=generator))
+        src.append(i)
+        dst.append(i - back)
+    for _ in range(n // 12):
+        i = int(torch.randint(5, n, (1,), generator=generator)) if n > 5 else 0
+        if i >= 5:
+            src.append(i)
+            dst.append(i - 5)
+    edge_index = to_undirected(torch.tensor([src, dst], dtype=torch.long).view(2, -1),
+                               num_nodes=n)
+    x = torch.randint(0, 4, (n, 9), generator=generator)
+    edge_attr = torch.randint(0, 3, (edge_index.size(1), 3), generator=generator)
+    return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
+
+
+def random_graphs(dataset: str, count: int, seed: int = 0) -> List[Data]:
+    """``count`` random molecule-like graphs with ``dataset``'s node-count distribution."""
+    mean, std, lo, hi = _SIZE_DIST[dataset]
+    gen = torch.Generator().manual_seed(seed)
+    sizes = (torch.randn(count, generator=gen) * std + mean).round().clamp(lo, hi).long()
+    return [random_molecule_like(int(n), gen) for n in sizes]
+
+
+def _load_registry(dataset: str, count: int) -> List[Data]:
+    from gea_graph.data import get_dataset
+
+    root = os.environ.get("GEA_GRAPH_DATA") or None
+    ds = get_dataset(_REGISTRY_NAMES[dataset], root=root, split="train")
+    # A fixed, spread-out selection (not the first graphs, which may be sorted by anything).
+    step = max(len(ds) // count, 1)
+    return [ds[i * step] for i in range(min(count, len(ds)))]
+
+
+def real_graphs(dataset: str, count: int) -> Tuple[List[Data], str]:
+    r"""``count`` graphs of ``dataset`` (``"ZINC"`` or ``"Peptides-func"``) and a note: empty for
+    real graphs, else why the random fallback was used. Cached per process."""
+    key = (dataset, count)
+    if key not in _CACHE:
+        try:
+            graphs, note = _load_registry(dataset, count), ""
+        except Exception as err:  # noqa: BLE001 -- any failure means: fall back, and say so
+            graphs = random_graphs(dataset, count)
+            note = (f"random graphs of {dataset}'s size distribution "
+                    f"(dataset unavailable: {type(err).__name__})")
+        _CACHE[key] = (graphs, note)
+    return _CACHE[key]
+
+
+def _embed(t: Optional[Tensor], rows: int, channels: int, gen: torch.Generator) -> Tensor:
+    # Fixed random embeddings of the (categorical) input features: a sum over the columns, as
+    # OGB's Atom/BondEncoder do. Float inputs go through a fixed random linear map.
+    if t is None:
+        return torch.randn(rows, channels, generator=gen)
+    if t.dim() == 1:
+        t = t.view(-1, 1)
+    if t.is_floating_point():
+        return t @ torch.randn(t.size(1), channels, generator=gen) / t.size(1) ** 0.5
+    out = torch.zeros(t.size(0), channels)
+    for col in t.t():
+        table = torch.randn(int(col.max()) + 1 if col.numel() else 1, channels, generator=gen)
+        out += table[col]
+    return out
+
+
+def layer_input(dataset: str, channels: int, device: torch.device) -> LayerInput:
+    r"""The suite's mini-batch of ``dataset`` (:data:`BATCH_GRAPHS` graphs) with float features of
+    width ``channels`` on ``device``."""
+    graphs, note = real_graphs(dataset, BATCH_GRAPHS[dataset])
+    keep = ("x", "edge_index", "edge_attr")
+    batch = Batch.from_data_list([Data(**{k: g[k] for k in keep if k in g},
+                                       num_nodes=g.num_nodes) for g in graphs])
+    gen = torch.Generator().manual_seed(1)
+    x = _embed(batch.x, batch.num_nodes, channels, gen)
+    edge_attr = _embed(batch.get("edge_attr"), batch.edge_index.size(1), channels, gen)
+    return LayerInput(dataset, x.to(device), batch.edge_index.to(device), edge_attr.to(device),
+                      batch.batch.to(device), batch.num_graphs, note)
+
+
+def temp_data_root() -> tempfile.TemporaryDirectory:
+    """A fresh, empty data root (for the dataset-build row)."""
+    return tempfile.TemporaryDirectory(prefix="gea-graph-perf-")

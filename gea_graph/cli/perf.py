@@ -1,0 +1,37 @@
+"""``gea-graph perf``: the side-by-side performance suite (see :mod:`gea_graph.bench.perf`)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Registers ``perf`` and sets ``func``."""
+    p = subparsers.add_parser(
+        "perf", help="run the performance suite (ours vs references, ratios)",
+        description="Times forward + backward of our layers and pipelines against references in "
+                    "the same process; prints the table and writes DIR/perf.md and DIR/perf.json.")
+    p.add_argument("--quick", action="store_true",
+                   help="CI-sized run (fewer training steps and graphs; < 3 min on 2 CPU cores)")
+    p.add_argument("--out", type=Path, default=Path("perf-results"), metavar="DIR",
+                   help="output folder for perf.md and perf.json (default: ./perf-results)")
+    p.add_argument("--device", default="auto",
+                   help="'auto' (CUDA when available), 'cpu', 'cuda', 'cuda:1', ... (default: auto)")
+    p.add_argument("--only", nargs="+", metavar="GROUP", default=None,
+                   help="run only these groups of rows: external gps geaet graphormer agf spd "
+                        "dataset train")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the suite; exit code 0 when it ran (missed targets are reported, not failures)."""
+    from gea_graph.bench.perf import Settings, resolve_device, row_groups, run_suite
+
+    if args.only:
+        unknown = sorted(set(args.only) - set(row_groups()))
+        if unknown:
+            raise SystemExit(f"gea-graph perf: unknown group(s) {', '.join(unknown)}; "
+                             f"choose from {', '.join(row_groups())}")
+    settings = Settings.make(args.quick, resolve_device(args.device))
+    run_suite(settings, args.out, only=args.only)
+    return 0
