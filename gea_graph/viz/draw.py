@@ -1,9 +1,8 @@
 """Molecules drawn with RDKit, each atom coloured by a score, with colour bars and a caption.
 
 The whole picture is drawn by one ``rdMolDraw2D`` canvas (``MolDraw2DCairo`` for PNG, ``MolDraw2DSVG`` for SVG), so
-the two formats come from the same code and the SVG stays vector. Molecules sit in a grid of square panels; below
-the grid there is one horizontal colour bar per colour scale (panels that share a scale name share its range), then
-the caption.
+the two formats come from the same code and the SVG stays vector. Molecules sit in a grid of square panels, each with
+its own horizontal colour bar below it; the caption comes under the grid.
 
 Atom ``i`` of a picture is atom ``i`` of ``Chem.MolFromSmiles(smiles)``, which is node ``i`` of OGB's
 ``smiles2graph(smiles)`` (it walks ``mol.GetAtoms()`` in order), so node scores of a molecular graph can be drawn
@@ -15,7 +14,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -34,7 +33,7 @@ CMAP_TOP = 0.8
 #: Highlight circle radius, in bond-length units.
 HIGHLIGHT_RADIUS = 0.42
 
-_BAR_ROW = 58  # pixels per colour bar (label, bar, tick values)
+_BAR_ROW = 56  # pixels under each molecule for its colour bar (label, bar, tick values)
 _BAR_HEIGHT = 14
 _MARGIN = 16
 _FONT = 13.0
@@ -74,7 +73,7 @@ class ColourScale:
         """Position of ``value`` on the bar, clipped to ``[0, 1]``."""
         span = self.vmax - self.vmin
         if span <= 0:
-            return 1.0
+            return 0.5
         return float(min(max((value - self.vmin) / span, 0.0), 1.0))
 
     def colour(self, value: float) -> tuple[float, float, float]:
@@ -111,7 +110,7 @@ class MolPicture:
         scores: per panel, the per-atom scores (``[num_atoms]`` float arrays).
         titles: per panel, its title.
         atom_xy: per panel, ``[num_atoms, 2]`` pixel coordinates of the atoms on the canvas (x right, y down).
-        scales: the colour scales by name.
+        scales: per panel, its colour scale.
         caption: the caption text.
         size: ``(width, height)`` in pixels.
     """
@@ -122,10 +121,9 @@ class MolPicture:
     scores: list[np.ndarray]
     titles: list[str]
     atom_xy: list[np.ndarray]
-    scales: dict[str, ColourScale]
+    scales: list[ColourScale]
     caption: str
     size: tuple[int, int]
-    panel_scales: list[str] = field(default_factory=list)
 
     def save(self, path: str | Path) -> Path:
         """Write the picture to ``path``, whose suffix must match the format."""
@@ -189,23 +187,26 @@ def draw_panels(
     cmap: str = "Reds",
     vmin: float | None = None,
     vmax: float | None = None,
+    shared_scale: bool = False,
     fmt: ImageFormat = "png",
     panel_size: int = 300,
 ) -> MolPicture:
-    """Draw molecules in a grid, each atom highlighted with the colour of its score.
+    """Draw molecules in a grid, each atom highlighted with the colour of its score, a colour bar under each.
 
-    Every distinct ``Panel.scale`` gets one colour bar; its range is ``[vmin, vmax]`` when given, else from
-    ``min(0, lowest score)`` to the highest score of the panels on that scale. Atom symbols are drawn in black so they
-    stay legible on every highlight.
+    A panel's colour range is ``[vmin, vmax]`` when given, else from the lowest to the highest score of the panel (so
+    that differences show even when the scores are close; the bar's numbers give the actual range), or, with
+    ``shared_scale``, of all panels with the same ``Panel.scale`` label. Atom symbols are drawn in black so they stay
+    legible on every highlight.
 
     Args:
         panels: the molecules, in reading order (row by row).
         ncols: panels per row (default: all in one row, at most 3).
-        caption: text under the colour bars (wrapped to the picture width).
+        caption: text under the grid (each line wrapped to the picture width).
         cmap: a matplotlib colour map name.
-        vmin, vmax: fixed range for every colour scale.
+        vmin, vmax: fixed range for every panel.
+        shared_scale: one range per ``Panel.scale`` label instead of one per panel.
         fmt: ``"png"`` (Cairo) or ``"svg"``.
-        panel_size: side of one square panel in pixels.
+        panel_size: side of one square molecule panel in pixels (its colour bar comes below).
 
     Returns:
         The picture, with the per-atom scores and the atoms' pixel coordinates.
@@ -224,13 +225,16 @@ def draw_panels(
         if not np.isfinite(score).all():
             raise ValueError(f"non-finite scores for panel {panel.title!r}")
 
-    scales = _make_scales(panels, scores, cmap, vmin, vmax)
+    scales = _make_scales(panels, scores, cmap, vmin, vmax, shared_scale)
     ncols = min(len(panels), 3) if ncols is None else max(1, min(ncols, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
+    cell_height = panel_size + _BAR_ROW
     width = ncols * panel_size
     chars_per_line = max(20, int((width - 2 * _MARGIN) / (0.52 * _FONT)))
-    lines = textwrap.wrap(caption, chars_per_line) if caption else []
-    height = nrows * panel_size + len(scales) * _BAR_ROW + len(lines) * _LINE + _MARGIN
+    lines = [
+        wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, chars_per_line)
+    ]
+    height = nrows * cell_height + len(lines) * _LINE + _MARGIN
 
     if fmt == "png":
         drawer = rdMolDraw2D.MolDraw2DCairo(width, height, panel_size, panel_size)
@@ -242,10 +246,10 @@ def draw_panels(
     options.fillHighlights = True
 
     atom_xy: list[np.ndarray] = []
-    for k, (mol, score, panel) in enumerate(zip(mols, scores, panels)):
-        scale = scales[panel.scale]
+    for k, (mol, score, panel, scale) in enumerate(zip(mols, scores, panels, scales)):
         n = mol.GetNumAtoms()
-        drawer.SetOffset((k % ncols) * panel_size, (k // ncols) * panel_size)
+        left, top = (k % ncols) * panel_size, (k // ncols) * cell_height
+        drawer.SetOffset(left, top)
         drawer.DrawMolecule(
             mol,
             highlightAtoms=list(range(n)),
@@ -257,14 +261,13 @@ def draw_panels(
         atom_xy.append(
             np.array([[drawer.GetDrawCoords(i).x, drawer.GetDrawCoords(i).y] for i in range(n)])
         )
+        drawer.SetOffset(0, 0)
+        _draw_colour_bar(drawer, scale, left, top + panel_size, panel_size)
 
     drawer.SetOffset(0, 0)
-    y = nrows * panel_size
-    for scale in scales.values():
-        _draw_colour_bar(drawer, scale, y, width)
-        y += _BAR_ROW
     drawer.SetColour((0.0, 0.0, 0.0))
     drawer.SetFontSize(_FONT)
+    y = nrows * cell_height
     for line in lines:
         drawer.DrawString(line, Point2D(_MARGIN, y + _LINE / 2), 1, True)
         y += _LINE
@@ -280,7 +283,6 @@ def draw_panels(
         scales=scales,
         caption=caption,
         size=(width, height),
-        panel_scales=[p.scale for p in panels],
     )
 
 
@@ -290,33 +292,39 @@ def _make_scales(
     cmap: str,
     vmin: float | None,
     vmax: float | None,
-) -> dict[str, ColourScale]:
-    scales: dict[str, ColourScale] = {}
-    for name in dict.fromkeys(p.scale for p in panels):
-        values = np.concatenate([s for s, p in zip(scores, panels) if p.scale == name])
-        lo = min(0.0, float(values.min())) if vmin is None else vmin
+    shared: bool,
+) -> list[ColourScale]:
+    """One colour scale per panel."""
+    scales = []
+    for panel, score in zip(panels, scores):
+        values = (
+            np.concatenate([s for s, p in zip(scores, panels) if p.scale == panel.scale])
+            if shared
+            else score
+        )
+        lo = float(values.min()) if vmin is None else vmin
         hi = float(values.max()) if vmax is None else vmax
-        scales[name] = ColourScale(name, lo, hi, cmap)
+        scales.append(ColourScale(panel.scale, lo, hi, cmap))
     return scales
 
 
 def _draw_colour_bar(
-    drawer: rdMolDraw2D.MolDraw2D, scale: ColourScale, top: float, width: int
+    drawer: rdMolDraw2D.MolDraw2D, scale: ColourScale, x0: float, top: float, width: int
 ) -> None:
-    """A horizontal colour bar in the band of height ``_BAR_ROW`` starting at pixel row ``top``."""
-    left, right = 3 * _MARGIN, width - 3 * _MARGIN
-    bar_top = top + 22
+    """A horizontal colour bar with its label and range in the band ``[x0, x0 + width] x [top, top + _BAR_ROW]``."""
+    left, right = x0 + 2 * _MARGIN, x0 + width - 2 * _MARGIN
+    bar_top = top + 20
     drawer.SetColour((0.0, 0.0, 0.0))
     drawer.SetFontSize(_FONT)
-    drawer.DrawString(scale.label, Point2D(width / 2, top + 10), 0, True)
-    steps = 64
+    drawer.DrawString(scale.label, Point2D(x0 + width / 2, top + 8), 0, True)
+    steps = 48
     step = (right - left) / steps
     drawer.SetFillPolys(True)
     for j in range(steps):
         rgba = matplotlib.colormaps[scale.cmap](CMAP_TOP * (j + 0.5) / steps)
         drawer.SetColour((float(rgba[0]), float(rgba[1]), float(rgba[2])))
-        x0 = left + j * step
-        drawer.DrawRect(Point2D(x0, bar_top), Point2D(x0 + step + 0.5, bar_top + _BAR_HEIGHT), True)
+        x = left + j * step
+        drawer.DrawRect(Point2D(x, bar_top), Point2D(x + step + 0.5, bar_top + _BAR_HEIGHT), True)
     drawer.SetFillPolys(False)
     drawer.SetColour((0.0, 0.0, 0.0))
     drawer.DrawRect(Point2D(left, bar_top), Point2D(right, bar_top + _BAR_HEIGHT), True)

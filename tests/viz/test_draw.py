@@ -63,9 +63,11 @@ def test_grid_of_two_scales_and_svg(tmp_path):
         Panel(other, np.linspace(0, 0.2, 8), "c", "self"),
     ]
     pic = draw_panels(panels, ncols=2, fmt="svg", caption="two scales")
-    assert set(pic.scales) == {"GEA", "self"}
-    assert pic.scales["self"].vmax == pytest.approx(0.2)
-    assert pic.size == (600, pic.size[1]) and pic.size[1] > 600
+    assert [s.label for s in pic.scales] == ["GEA", "self", "self"]
+    assert [s.vmax for s in pic.scales] == pytest.approx([1.0, 0.1, 0.2])
+    shared = draw_panels(panels, ncols=2, shared_scale=True)
+    assert [s.vmax for s in shared.scales] == pytest.approx([1.0, 0.2, 0.2])
+    assert pic.size[0] == 600 and pic.size[1] > 600
     # panels of the second column and second row are placed in their cells
     assert (pic.atom_xy[1][:, 0] > 300).all() and (pic.atom_xy[2][:, 1] > 300).all()
     root = ET.fromstring(pic.image)
