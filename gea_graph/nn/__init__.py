@@ -2,3 +2,5 @@
 from gea_graph.nn.attention import (  # noqa: F401  (global attentions: one dense interface)
     MultiheadAttention, attention_resolver, to_dense, from_dense,
 )
+from gea_graph.nn.external_attention import ExternalAttention  # noqa: F401
+from gea_graph.nn.geanet import GEANet  # noqa: F401

@@ -1,0 +1,248 @@
+"""ExternalAttention against a naive implementation of GEAET Eqs. 2-5, and its invariances."""
+import math
+
+import pytest
+import torch
+
+from gea_graph.nn import ExternalAttention
+from gea_graph.nn.external_attention import double_normalize
+
+
+def _lin(lin, x):
+    out = x @ lin.weight.T
+    return out + lin.bias if lin.bias is not None else out
+
+
+def _dnorm_naive(logits, eps):
+    """Eq. 3 with explicit loops: softmax over rows per column, then L1 over columns per row."""
+    n, S = logits.shape
+    hat = torch.zeros_like(logits)
+    for j in range(S):
+        denom = sum(math.exp(logits[k, j].item()) for k in range(n))
+        for i in range(n):
+            hat[i, j] = math.exp(logits[i, j].item()) / denom
+    out = torch.zeros_like(hat)
+    for i in range(n):
+        out[i] = hat[i] / (hat[i].sum() + eps)
+    return out
+
+
+def _gea_naive(m, x, batch, edge_attr=None, edge_batch=None):
+    """Per graph (or whole batch for norm_scope='batch'), per head, from the equations."""
+    H, dh = m.heads, m.head_channels
+    groups = range(int(batch.max()) + 1) if m.norm_scope == "graph" else [None]
+
+    def run(feat, group_of, key, value, strided):
+        out = torch.zeros(feat.size(0), m.channels, dtype=feat.dtype)
+        attn = torch.zeros(feat.size(0), H, m.units, dtype=feat.dtype)
+        for g in groups:
+            rows = torch.arange(feat.size(0)) if g is None else (group_of == g).nonzero().view(-1)
+            if rows.numel() == 0:
+                continue
+            f = feat[rows]
+            if m.shared is not None:
+                f = _lin(m.shared, f)
+            for h in range(H):
+                cols = torch.arange(h, m.channels, H) if strided else torch.arange(h * dh, (h + 1) * dh)
+                a = _dnorm_naive(_lin(key, f[:, cols]), m.eps)  # Eq. 3 on X_h U_k^T
+                out[rows, h * dh:(h + 1) * dh] = _lin(value, a)   # alpha U_v
+                attn[rows, h] = a
+        return out, attn
+
+    x_out, attn = run(x, batch, m.node_key, m.node_value, False)
+    if m.out is not None:
+        x_out = _lin(m.out, x_out)
+    e_out = edge_attr
+    if m.edge_units:
+        e_out, _ = run(edge_attr, edge_batch, m.edge_key, m.edge_value,
+                       m.edge_head_split == "strided")
+        if m.edge_out is not None:
+            e_out = _lin(m.edge_out, e_out)
+    return x_out, e_out, attn
+
+
+def _batch(sizes, channels, dtype=torch.float64, edges_per_node=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(sum(sizes), channels, generator=g, dtype=dtype)
+    batch = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+    ei, start = [], 0
+    for n in sizes:
+        e = torch.randint(0, n, (2, edges_per_node * n), generator=g) + start
+        ei.append(e)
+        start += n
+    edge_index = torch.cat(ei, 1)
+    edge_attr = torch.randn(edge_index.size(1), channels, generator=g, dtype=dtype)
+    return x, batch, edge_index, edge_attr
+
+
+CONFIGS = [
+    dict(),
+    dict(edge_units=True),
+    dict(edge_units=True, shared_unit=True),
+    dict(edge_units=True, shared_unit=True, edge_head_split="strided"),
+    dict(shared_unit=True),  # crashes in the authors' code
+    dict(units=5, out_proj=True, edge_units=True),
+    dict(norm_scope="batch", edge_units=True),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_matches_naive_equations(cfg):
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, **cfg).double()
+    x, batch, ei, ea = _batch([3, 1, 4], 8)
+    eb = batch[ei[0]]
+    out, e_out, attn, _ = m(x, batch, ea, eb, return_attention=True)
+    ref, e_ref, attn_ref = _gea_naive(m, x, batch, ea, eb)
+    assert out.shape == (8, 8)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(attn, attn_ref)
+    torch.testing.assert_close(e_out, e_ref)
+    if not m.edge_units:
+        assert e_out is ea
+
+
+def test_parameter_counts_match_paper():
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(ExternalAttention(224, 8, 28)) == 1624  # Peptides-Struct, node-only
+    assert count(ExternalAttention(40, 4, 10)) == 220  # MNIST / CIFAR10
+    assert count(ExternalAttention(68, 4, 17)) == 612  # VOC / COCO
+    # PATTERN: node + edge units (4 x 272) + shared unit 4,160
+    assert count(ExternalAttention(64, 4, 16, edge_units=True, shared_unit=True)) == 4 * 272 + 4160
+    assert count(ExternalAttention(64, 4, 16, out_proj=True)) == 2 * 272 + 64 * 65
+
+
+def test_units_default_and_free():
+    assert ExternalAttention(40, 4).units == 10
+    m = ExternalAttention(40, 4, 7)
+    assert m.node_key.weight.shape == (7, 10) and m.node_value.weight.shape == (10, 7)
+    with pytest.raises(ValueError):
+        ExternalAttention(10, 3)
+    with pytest.raises(ValueError):
+        ExternalAttention(8, 2, norm_scope="graphs")
+
+
+def test_graph_scope_independent_of_batch_mates():
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, units=3, edge_units=True, shared_unit=True).double()
+    x, batch, ei, ea = _batch([4, 3, 5], 8, seed=1)
+    eb = batch[ei[0]]
+    out, e_out = m(x, batch, ea, eb)
+    # graph 1 alone
+    nodes, edges = batch == 1, eb == 1
+    alone, e_alone = m(x[nodes], None, ea[edges])
+    torch.testing.assert_close(out[nodes], alone, rtol=0, atol=1e-12)
+    torch.testing.assert_close(e_out[edges], e_alone, rtol=0, atol=1e-12)
+
+
+def test_batch_scope_couples_batch_mates():
+    """Documents the authors' behaviour: with norm_scope='batch' a graph's output changes when
+    its batch-mates change (the softmax denominator runs over the whole mini-batch)."""
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, units=3, norm_scope="batch").double()
+    x, batch, _, _ = _batch([4, 3], 8, seed=2)
+    out, _ = m(x, batch)
+    alone, _ = m(x[batch == 0], None)
+    assert not torch.allclose(out[batch == 0], alone)
+    # ... and it is exactly a softmax over all rows of the batch
+    torch.testing.assert_close(out, m(x, torch.zeros_like(batch))[0])
+
+
+def test_permutation_equivariance():
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, units=4, edge_units=True).double()
+    x, batch, ei, ea = _batch([4, 5], 8, seed=3)
+    eb = batch[ei[0]]
+    out, e_out = m(x, batch, ea, eb)
+    perm, eperm = torch.randperm(x.size(0)), torch.randperm(ea.size(0))
+    out_p, e_out_p = m(x[perm], batch[perm], ea[eperm], eb[eperm])
+    torch.testing.assert_close(out_p, out[perm])
+    torch.testing.assert_close(e_out_p, e_out[eperm])
+
+
+def test_degenerate_inputs_are_finite():
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, edge_units=True, shared_unit=True)
+    # single-node graphs, a graph without edges, identical node features
+    x = torch.ones(6, 8)
+    batch = torch.tensor([0, 1, 2, 2, 2, 3])
+    ei = torch.tensor([[2, 3], [3, 4]])
+    ea = torch.randn(2, 8)
+    out, e_out = m(x, batch, ea, batch[ei[0]])
+    assert torch.isfinite(out).all() and torch.isfinite(e_out).all()
+    # identical features in one graph: every node gets the same output, the softmax is uniform
+    assert torch.allclose(out[2], out[3]) and torch.allclose(out[3], out[4])
+    # empty graph batch and no edges at all
+    out, e_out = m(torch.randn(0, 8), torch.zeros(0, dtype=torch.long), torch.randn(0, 8),
+                   torch.zeros(0, dtype=torch.long))
+    assert out.shape == (0, 8) and e_out.shape == (0, 8)
+    # huge logits do not overflow (max shift per graph)
+    out, _ = m(torch.full((3, 8), 1e4), torch.tensor([0, 0, 1]))
+    assert torch.isfinite(out).all()
+
+
+def test_double_normalize_underflow_is_finite():
+    logits = torch.tensor([[[0.0, -200.0]], [[-200.0, 0.0]]])
+    out = double_normalize(logits.to(torch.bfloat16), torch.tensor([0, 0]))
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+
+
+def test_gradients_reach_every_parameter():
+    torch.manual_seed(0)
+    m = ExternalAttention(8, heads=2, units=3, edge_units=True, shared_unit=True, out_proj=True)
+    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    out, e_out = m(x, batch, ea, batch[ei[0]])
+    (out.square().sum() + e_out.square().sum()).backward()
+    for name, p in m.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_dtypes_and_autocast():
+    m = ExternalAttention(8, heads=2, edge_units=True)
+    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    out64, _ = m.double()(x.double(), batch, ea.double(), batch[ei[0]])
+    assert out64.dtype == torch.float64
+    m.float()
+    ref, _ = m(x, batch, ea, batch[ei[0]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, e_out = m(x, batch, ea, batch[ei[0]])
+    assert torch.isfinite(out).all() and torch.isfinite(e_out).all()
+    torch.testing.assert_close(out.float(), ref, atol=0.1, rtol=0.1)
+
+
+def test_inputs_not_mutated():
+    m = ExternalAttention(8, heads=2, edge_units=True, shared_unit=True)
+    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    x0, ea0 = x.clone(), ea.clone()
+    m(x, batch, ea, batch[ei[0]])
+    assert torch.equal(x, x0) and torch.equal(ea, ea0)
+
+
+def test_attention_maps_and_store():
+    m = ExternalAttention(8, heads=2, units=3, edge_units=True)
+    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    assert m.attention is None
+    m.store_attention = True
+    out, _ = m(x, batch, ea, batch[ei[0]])
+    assert m.attention.shape == (7, 2, 3) and not m.attention.requires_grad
+    assert m.edge_attention.shape == (ea.size(0), 2, 3)
+    torch.testing.assert_close(m.attention.sum(-1), torch.ones(7, 2))  # rows sum to 1 (L1 step)
+    _, _, attn, eattn = m(x, batch, ea, batch[ei[0]], return_attention=True)
+    torch.testing.assert_close(attn, m.attention)
+
+
+def test_edge_units_need_edge_batch():
+    m = ExternalAttention(8, heads=2, edge_units=True)
+    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    with pytest.raises(ValueError, match="edge_batch"):
+        m(x, batch, ea)
+    m(x, None, ea)  # one graph: fine
+
+
+def test_repr_and_reset():
+    m = ExternalAttention(8, heads=2, units=3, edge_units=True)
+    assert str(m) == ("ExternalAttention(8, heads=2, units=3, edge_units=True, shared_unit=False, "
+                      "norm_scope='graph', out_proj=False)")
+    w = m.node_key.weight.clone()
+    m.reset_parameters()
+    assert not torch.equal(w, m.node_key.weight)
