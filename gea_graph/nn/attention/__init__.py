@@ -16,6 +16,9 @@ from torch.nn import Module
 
 from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
 from .multihead import DenseAttentionBase, MultiheadAttention
+from .gfsa import GFSA, GFSACoefficients
+from .plaplacian import PLaplacianAttention
+from .agf import AGFAttention
 
 ATTENTIONS = ("softmax", "gfsa", "plaplacian", "agf")
 
@@ -30,32 +33,16 @@ def attention_resolver(name: str, channels: int, heads: int, dropout: float = 0.
     if key in ("softmax", "mha", "multihead", "transformer"):
         return MultiheadAttention(channels, heads, dropout=dropout, **kwargs)
     if key == "gfsa":
-        from .gfsa import GFSA
         return GFSA(channels, heads, dropout=dropout, **kwargs)
     if key == "plaplacian":
-        from .plaplacian import PLaplacianAttention
         return PLaplacianAttention(channels, heads, dropout=dropout, **kwargs)
     if key == "agf":
-        from .agf import AGFAttention
         return AGFAttention(channels, heads, dropout=dropout, **kwargs)
     raise ValueError(f"Unknown attention '{name}' (choose from {', '.join(ATTENTIONS)})")
 
 
-def __getattr__(name: str) -> Any:  # lazy: GFSA / PLaplacianAttention / AGFAttention
-    if name == "GFSA":
-        from .gfsa import GFSA
-        return GFSA
-    if name == "PLaplacianAttention":
-        from .plaplacian import PLaplacianAttention
-        return PLaplacianAttention
-    if name == "AGFAttention":
-        from .agf import AGFAttention
-        return AGFAttention
-    raise AttributeError(name)
-
-
 __all__ = [
-    "MultiheadAttention", "GFSA", "PLaplacianAttention", "AGFAttention", "DenseAttentionBase",
+    "MultiheadAttention", "GFSA", "GFSACoefficients", "PLaplacianAttention", "AGFAttention", "DenseAttentionBase",
     "attention_resolver", "to_dense", "from_dense", "key_padding_bias", "split_heads",
     "merge_heads", "ATTENTIONS",
 ]

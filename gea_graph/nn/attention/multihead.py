@@ -62,7 +62,7 @@ class DenseAttentionBase(Module):
     def _softmax_weights(self, q: Tensor, k: Tensor, bias: Tensor) -> Tensor:
         # Explicit A = softmax(q k^T / sqrt(d) + bias), [B, H, N, N].
         scores = torch.matmul(q * self.scale, k.transpose(-1, -2)) + bias
-        return torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.softmax(scores, dim=-1)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
                need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:

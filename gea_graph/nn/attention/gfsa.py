@@ -1,0 +1,150 @@
+r"""GFSA: graph-filter-based self-attention (Choi et al., 2023)."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Parameter
+
+from .multihead import DenseAttentionBase
+
+_COEFFS = ("w0", "w1", "wK")
+
+
+class GFSACoefficients(NamedTuple):
+    r"""Current GFSA coefficients of one layer (detached): ``w0, w1, wK`` of shape ``[H]`` and
+    ``K``, so that :math:`g(\lambda) = w_0 + w_1\lambda + w_K(\lambda + (K-1)(\lambda^2-\lambda))`
+    is the response of :math:`\mathbf{H}` at an eigenvalue :math:`\lambda` of :math:`\bar{\mathbf{A}}`."""
+
+    w0: Tensor
+    w1: Tensor
+    wK: Tensor
+    K: float
+
+
+class GFSA(DenseAttentionBase):
+    r"""Graph-filter-based self-attention from Choi et al., `"Graph Convolutions Enrich the
+    Self-Attention in Transformers!" <https://arxiv.org/abs/2312.04234>`_ (Eqs. 4-6, Algorithm 1).
+
+    The softmax attention matrix :math:`\bar{\mathbf{A}}` (biased and masked, as in
+    :class:`MultiheadAttention`) is replaced per head by the matrix polynomial
+
+    .. math::
+        \mathbf{H} = w_0 \mathbf{I} + w_1 \bar{\mathbf{A}}
+            + w_K\left(\bar{\mathbf{A}} + (K-1)(\bar{\mathbf{A}}^2 - \bar{\mathbf{A}})\right),
+        \qquad \mathrm{GFSA}(\mathbf{X}) = \mathbf{H}\mathbf{X}\mathbf{W}_{val}
+
+    (Eq. 4 is the first-order Taylor approximation of :math:`\bar{\mathbf{A}}^K`). It is evaluated
+    without ever forming :math:`\bar{\mathbf{A}}^2`: with :math:`\mathbf{Y} = \bar{\mathbf{A}}
+    \mathbf{V}`,
+
+    .. math::
+        \mathbf{H}\mathbf{V} = w_0\mathbf{V} + (w_1 + (2-K)w_K)\,\mathbf{Y}
+            + (K-1)w_K\,\bar{\mathbf{A}}\mathbf{Y},
+
+    i.e. :math:`O(N^2 d)` per head instead of :math:`O(N^3)`.
+
+    Choices (gfsa-notes §1.6, §8):
+
+    * Coefficients are per head and per layer, initialised to :math:`(w_0, w_1, w_K) = (0, 1, 0)`,
+      so the layer starts as plain softmax attention. :obj:`learn` names the learnable ones; the
+      others are fixed buffers at their initial value. The default ``("w0", "w1", "wK")`` is the
+      paper's Eq. 5 / Algorithm 1; ``learn=("wK",)`` is the official code's form
+      :math:`\bar{\mathbf{A}} + w_K(\bar{\mathbf{A}} + (K-1)(\bar{\mathbf{A}}^2-\bar{\mathbf{A}}))`
+      (Graphormer ZINC code: ``K=2``; BERT code: additionally a fixed ``w0_init``, e.g. -0.01).
+    * Attention dropout is applied to :math:`\bar{\mathbf{A}}` *before* the filter and the same
+      dropped matrix is used in both products, as in the authors' Graphormer code.
+    * :math:`\mathbf{H}` is not renormalised (rows sum to :math:`w_0+w_1+w_K`), as in the paper.
+    * The graph token, if any, is part of the token graph like any node.
+
+    For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
+    :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
+    :math:`\bar{\mathbf{A}}`; ``forward(..., return_attention=True)`` / ``store_attention``
+    give :math:`\bar{\mathbf{A}}` (not :math:`\mathbf{H}`).
+
+    Args:
+        channels (int): Size of each input and output node feature :math:`C`.
+        heads (int): Number of heads :math:`H`.
+        K (float, optional): The order :math:`K` of the approximated high-order term.
+            (default: :obj:`2`)
+        learn (Sequence[str], optional): Which of ``"w0"``, ``"w1"``, ``"wK"`` are learnable.
+            (default: :obj:`("w0", "w1", "wK")`)
+        w0_init (float, optional): Initial (or fixed) :math:`w_0`. (default: :obj:`0.0`)
+        w1_init (float, optional): Initial (or fixed) :math:`w_1`. (default: :obj:`1.0`)
+        wK_init (float, optional): Initial :math:`w_K`. (default: :obj:`0.0`)
+        dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
+        bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+
+    Shapes:
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
+          :math:`(B, H, N, N)`
+        - **output:** :math:`(B, N, C)`, padded rows zero.
+    """
+
+    def __init__(self, channels: int, heads: int, K: float = 2, learn: Union[Sequence[str], str] = _COEFFS,
+                 w0_init: float = 0.0, w1_init: float = 1.0, wK_init: float = 0.0,
+                 dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__(channels, heads, dropout=dropout, bias=bias)
+        if isinstance(learn, str):
+            learn = (learn, )
+        learn = tuple(learn)
+        unknown = set(learn) - set(_COEFFS)
+        if unknown:
+            raise ValueError(f"Unknown GFSA coefficients {sorted(unknown)} (choose from {_COEFFS})")
+        self.K = float(K)
+        self.learn = learn
+        self.inits = {"w0": float(w0_init), "w1": float(w1_init), "wK": float(wK_init)}
+        for name in _COEFFS:
+            t = torch.full((heads, ), self.inits[name])
+            if name in learn:
+                self.register_parameter(name, Parameter(t))
+            else:
+                self.register_buffer(name, t)
+        # A fixed w0 == 0 needs no identity term at all (saves a pass over V).
+        self._use_w0 = "w0" in learn or self.inits["w0"] != 0.0
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        with torch.no_grad():
+            for name in _COEFFS:
+                getattr(self, name).fill_(self.inits[name])
+
+    # ------------------------------------------------------------------------------------------
+    def polynomial(self) -> Tuple[Tensor, Tensor, Tensor]:
+        r"""Coefficients ``(c0, c1, c2)``, each ``[H]``, of the expanded filter
+        :math:`\mathbf{H} = c_0\mathbf{I} + c_1\bar{\mathbf{A}} + c_2\bar{\mathbf{A}}^2`
+        (with gradients)."""
+        K = self.K
+        return self.w0, self.w1 + (2.0 - K) * self.wK, (K - 1.0) * self.wK
+
+    def coefficients(self) -> GFSACoefficients:
+        r"""Detached ``(w0, w1, wK, K)`` with ``w*`` of shape ``[H]`` (the diagnostics'
+        ``FilterCoefficients`` fields)."""
+        return GFSACoefficients(self.w0.detach().clone(), self.w1.detach().clone(),
+                                self.wK.detach().clone(), self.K)
+
+    @torch.no_grad()
+    def filter_response(self, lam: Tensor) -> Tensor:
+        r"""Response :math:`g(\lambda) = c_0 + c_1\lambda + c_2\lambda^2` per head: ``lam`` of any
+        shape (real or complex) -> ``[H, *lam.shape]``."""
+        c0, c1, c2 = (c.detach().view(-1, *([1] * lam.dim())) for c in self.polynomial())
+        lam = lam.unsqueeze(0)
+        return c0 + c1 * lam + c2 * lam * lam
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
+        a = F.dropout(attn, self.dropout, self.training) if self.dropout > 0 else attn
+        c0, c1, c2 = (c.to(v.dtype).view(1, -1, 1, 1) for c in self.polynomial())
+        y = torch.matmul(a, v)  # \bar{A} V
+        out = torch.matmul(a, y * c2)  # (K-1) w_K \bar{A}(\bar{A} V): never \bar{A}^2
+        out = out + y * c1
+        if self._use_w0:
+            out = out + v * c0
+        return out, (attn if need_weights else None)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, K={self.K:g}, "
+                f"learn={self.learn}, dropout={self.dropout})")

@@ -1,0 +1,129 @@
+r"""p-Laplacian attention (p-LaT, Nguyen et al., 2023)."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .multihead import DenseAttentionBase
+
+
+def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> List[float]:
+    r"""The paper's split: half the heads ``low``, half ``high``; with an odd head count the middle
+    head gets ``p = 2`` (plain softmax), so one head never decides the balance."""
+    half = heads // 2
+    return [low] * half + ([2.0] if heads % 2 else []) + [high] * half
+
+
+class PLaplacianAttention(DenseAttentionBase):
+    r"""The p-Laplacian attention of Nguyen et al., `"p-Laplacian Transformer"
+    <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per
+    head, by a power of the distance between the value vectors,
+
+    .. math::
+        \mathbf{u}_i^{(h)} = \sum_{j} \bar{A}^{(h)}_{ij}\, P^{(h)}_{ij}\, \mathbf{v}^{(h)}_j,
+        \qquad P^{(h)}_{ij} = \left(\lVert \mathbf{v}^{(h)}_i - \mathbf{v}^{(h)}_j \rVert_2^2
+            + \epsilon\right)^{(p_h - 2)/2}
+
+    with :math:`\bar{\mathbf{A}}^{(h)}` the biased, masked softmax attention and :math:`p_h` fixed
+    per head (not learned). The Hadamard form of Eq. 12 / Fig. 1 is used (Remark 3.3's matrix
+    product is a typo). At :math:`p_h = 2`, :math:`P \equiv 1` and the head *is* softmax attention;
+    if every head has :math:`p = 2` the fused :class:`MultiheadAttention` path runs unchanged.
+
+    Choices (p-laplacian-transformer-notes §7):
+
+    * **Singularity (A1):** the smooth form :math:`(d^2 + \epsilon)^{(p-2)/2}` on the *squared*
+      distance, default :math:`\epsilon = 10^{-2}`. The diagonal :math:`i = j` and identical
+      value vectors (frequent in molecules: equal atoms before any PE) are *not* special-cased:
+      both get the factor :math:`\epsilon^{(p-2)/2}` (3.16 for p = 1.5, 0.32 for p = 2.5), which
+      keeps :math:`P` continuous in the values, finite, and permutation-equivariant. The paper's
+      implicit :math:`\epsilon \to 0` would give :math:`\infty` / :math:`0`; a smaller
+      :math:`\epsilon` like :math:`10^{-6}` gives 31.6 / 0.03.
+    * **Distance space (A3):** per-head value vectors after :math:`\mathbf{W}_V`, unscaled (as
+      the paper). Squared distances come from :math:`\lVert a\rVert^2 + \lVert b\rVert^2 - 2ab`
+      in float32 (autocast off), clamped at 0 against rounding.
+    * **Normalisation (A2):** none by default (the paper relies on row sums :math:`\neq 1`);
+      ``renormalize=True`` divides each row of :math:`\bar{\mathbf{A}}\odot\mathbf{P}` by its sum.
+    * **Gradient through P (A4):** yes by default; ``detach_p=True`` stops it.
+    * **Dropout (A7):** on :math:`\bar{\mathbf{A}}`, before :math:`\odot\mathbf{P}`.
+    * **Padding (A6):** padded keys have :math:`\bar{A}_{ij} = 0` and :math:`P` is finite
+      everywhere, so they contribute exactly nothing.
+    * **Bias (A8):** the Graphormer biases (and graph token) enter :math:`\bar{\mathbf{A}}`; the
+      token gets :math:`P` from its value vector like any node.
+
+    Args:
+        channels (int): Size of each input and output node feature :math:`C`.
+        heads (int): Number of heads :math:`H`.
+        p (float or Sequence[float], optional): :math:`p` for all heads, or one per head.
+            :obj:`None` = half the heads 1.5, half 2.5 (odd :math:`H`: middle head 2).
+            (default: :obj:`None`)
+        eps (float, optional): :math:`\epsilon` added to the squared distance. (default:
+            :obj:`1e-2`)
+        renormalize (bool, optional): Row-renormalise :math:`\bar{\mathbf{A}}\odot\mathbf{P}`.
+            (default: :obj:`False`)
+        detach_p (bool, optional): No gradient through :math:`\mathbf{P}`. (default: :obj:`False`)
+        dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
+        bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+
+    Shapes:
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
+          :math:`(B, H, N, N)`
+        - **output:** :math:`(B, N, C)`, padded rows zero.
+    """
+
+    def __init__(self, channels: int, heads: int, p: Union[float, Sequence[float], None] = None,
+                 eps: float = 1e-2, renormalize: bool = False, detach_p: bool = False,
+                 dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__(channels, heads, dropout=dropout, bias=bias)
+        if p is None:
+            p_list = default_p(heads)
+        elif isinstance(p, (int, float)):
+            p_list = [float(p)] * heads
+        else:
+            p_list = [float(v) for v in p]
+        if len(p_list) != heads:
+            raise ValueError(f"Expected {heads} values of 'p', got {len(p_list)}")
+        if eps <= 0:
+            raise ValueError("'eps' must be > 0 (the distance power is singular at 0)")
+        self.p = p_list
+        self.eps = float(eps)
+        self.renormalize = renormalize
+        self.detach_p = detach_p
+        self.register_buffer("exponent", (torch.tensor(p_list) - 2.0) / 2.0, persistent=False)
+        self._all_softmax = all(v == 2.0 for v in p_list)
+
+    def distance_weights(self, v: Tensor) -> Tensor:
+        r""":math:`\mathbf{P}` ``[B, H, N, N]`` (float32, or float64 for float64 input) from
+        per-head values ``v`` ``[B, H, N, d]``."""
+        dt = torch.float64 if v.dtype == torch.float64 else torch.float32
+        with torch.autocast(v.device.type, enabled=False):
+            v = v.to(dt)
+            if self.detach_p:
+                v = v.detach()
+            sq = v.pow(2).sum(-1)
+            d2 = torch.matmul(v, v.transpose(-1, -2)).mul_(-2.0)
+            d2 = d2 + sq.unsqueeze(-1) + sq.unsqueeze(-2)
+            d2 = d2.clamp_min(0.0) + self.eps
+            return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        if self._all_softmax and not self.renormalize:  # p = 2 everywhere: exactly softmax
+            if not need_weights:
+                p = self.dropout if self.training else 0.0
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
+            attn = self._softmax_weights(q, k, bias)
+            return torch.matmul(F.dropout(attn, self.dropout, self.training), v), attn
+        attn = self._softmax_weights(q, k, bias)
+        a = F.dropout(attn, self.dropout, self.training) if self.dropout > 0 else attn
+        w = a * self.distance_weights(v)
+        if self.renormalize:
+            w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+        out = torch.matmul(w.to(v.dtype), v)
+        return out, (attn if need_weights else None)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, p={self.p}, "
+                f"eps={self.eps:g}, renormalize={self.renormalize}, dropout={self.dropout})")
