@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
-from gea_graph.diagnostics.collect import collect_node_states
+from gea_graph.diagnostics.collect import collect_node_states, find_layers
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
+from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
 
 LAYER_COLUMNS = (
     "model",
@@ -46,16 +46,6 @@ RESPONSE_COLUMNS = (
     "response_im",
     "response_abs",
 )
-
-
-@dataclass(frozen=True)
-class FilterCoefficients:
-    """GFSA coefficients of one layer: ``w0, w1, wK`` of shape ``[H]`` and the order ``K`` (GFSA Eq. 8)."""
-
-    w0: Tensor
-    w1: Tensor
-    wK: Tensor
-    K: float
 
 
 def layer_table(
@@ -86,8 +76,84 @@ def layer_table(
     return rows
 
 
+def _gfsa_modules(model: nn.Module) -> list[GFSA | None]:
+    """Per layer of the model's ``layers`` stack, its GFSA module or ``None``."""
+    found = []
+    for layer in find_layers(model):
+        modules = [m for m in layer.modules() if isinstance(m, GFSA)]
+        if len(modules) > 1:
+            raise ValueError(f"a layer holds {len(modules)} GFSA modules; expected at most one")
+        found.append(modules[0] if modules else None)
+    return found
+
+
+def gfsa_coefficients(model: nn.Module) -> list[GFSACoefficients | None]:
+    """Per layer, the GFSA coefficients ``(w0, w1, wK, K)`` or ``None`` for a layer without GFSA."""
+    return [m.coefficients() if m is not None else None for m in _gfsa_modules(model)]
+
+
+@torch.no_grad()
+def gfsa_eigenvalues(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    forward: Callable[[nn.Module, Batch], Any] | None = None,
+) -> dict[int, list[Tensor]]:
+    """Eigenvalues of every GFSA layer's attention matrix ``Ā`` on the graphs of ``batches``.
+
+    ``Ā`` of a graph is the softmax map over its real positions (the graph token included when the model has one:
+    it is part of the token graph the filter acts on).
+
+    Returns:
+        Per layer index (0-based) with GFSA, per head, the complex eigenvalues of all graphs, concatenated.
+    """
+    modules = {i: m for i, m in enumerate(_gfsa_modules(model)) if m is not None}
+    found: dict[int, list[list[Tensor]]] = {
+        i: [[] for _ in range(m.heads)] for i, m in modules.items()
+    }
+    masks: dict[int, list[Tensor]] = {i: [] for i in modules}
+    handles = [
+        m.register_forward_pre_hook(
+            lambda _m, args, kwargs, i=i: masks[i].append(
+                args[1] if len(args) > 1 else kwargs["mask"]
+            ),
+            with_kwargs=True,
+        )
+        for i, m in modules.items()
+    ]
+    storing = {i: m.store_attention for i, m in modules.items()}
+    was_training = model.training
+    model.eval()
+    try:
+        for m in modules.values():
+            m.store_attention = True
+        for batch in batches:
+            for i in modules:
+                masks[i].clear()
+            (forward or (lambda mod, b: mod(b)))(model, batch)
+            for i, m in modules.items():
+                attn, mask = m.attention.to(torch.float64), masks[i][-1]
+                for b in range(attn.shape[0]):
+                    real = mask[b].nonzero().flatten()
+                    if real.numel() == 0:
+                        continue
+                    lam = torch.linalg.eigvals(attn[b][:, real][:, :, real])  # [H, n]
+                    for head in range(lam.shape[0]):
+                        found[i][head].append(lam[head])
+    finally:
+        for handle in handles:
+            handle.remove()
+        for i, m in modules.items():
+            m.store_attention = storing[i]
+        model.train(was_training)
+    return {
+        i: [torch.cat(per_head) for per_head in heads]
+        for i, heads in found.items()
+        if heads and heads[0]
+    }
+
+
 def response_table(
-    coefficients: Sequence[FilterCoefficients | None],
+    coefficients: Sequence[GFSACoefficients | None],
     name: str,
     eigenvalues: Mapping[int, Sequence[Tensor]] | None = None,
     grid_points: int = 101,

@@ -17,12 +17,15 @@ from gea_graph.diagnostics.measures import dirichlet_energy, mean_cosine_similar
 from gea_graph.diagnostics.report import (
     LAYER_COLUMNS,
     RESPONSE_COLUMNS,
-    FilterCoefficients,
+    gfsa_coefficients,
+    gfsa_eigenvalues,
     layer_table,
     plot_report,
     response_table,
     write_csv,
 )
+from gea_graph.nn.attention import MultiheadAttention, from_dense, to_dense
+from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
 
 ZINC_SMILES = [
     "CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1",
@@ -82,7 +85,7 @@ def test_report_tables_csv_and_plot(tmp_path):
     assert rows[-1]["cosine_similarity"] > rows[0]["cosine_similarity"]
     coefficients = [
         None,
-        FilterCoefficients(torch.zeros(2), torch.ones(2), torch.tensor([0.0, -0.5]), K=3.0),
+        GFSACoefficients(torch.zeros(2), torch.ones(2), torch.tensor([0.0, -0.5]), K=3.0),
     ]
     eig = {1: [torch.tensor([1.0 + 0j, 0.2 + 0.1j]), torch.tensor([1.0 + 0j, -0.3 + 0j])]}
     response = response_table(coefficients, "gfsa", eig, grid_points=11)
@@ -99,3 +102,48 @@ def test_report_tables_csv_and_plot(tmp_path):
         rows + layer_table(MeanStack(depth=8), [batch], "other"), response, tmp_path / "plot.png"
     )
     assert matplotlib.image.imread(png).shape[2] in (3, 4)
+
+
+class DenseLayer(nn.Module):
+    def __init__(self, attn: nn.Module):
+        super().__init__()
+        self.attn = attn
+
+    def forward(self, x: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        xd, mask = to_dense(x, batch)
+        return x + from_dense(self.attn(xd, mask), mask)
+
+
+class AttentionStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [DenseLayer(MultiheadAttention(16, 2)), DenseLayer(GFSA(16, 2, K=3))]
+        )
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        x = batch.x
+        for layer in self.layers:
+            x = layer(x, batch.batch)
+        return x
+
+
+def test_gfsa_coefficients_and_eigenvalues():
+    torch.manual_seed(0)
+    model, batch = AttentionStack(), zinc_batch()
+    with torch.no_grad():
+        model.layers[1].attn.wK.copy_(torch.tensor([0.0, 0.7]))
+    coefficients = gfsa_coefficients(model)
+    assert coefficients[0] is None and coefficients[1].K == 3.0
+    torch.testing.assert_close(coefficients[1].wK, torch.tensor([0.0, 0.7]))
+    eig = gfsa_eigenvalues(model, [batch])
+    assert set(eig) == {1} and len(eig[1]) == 2
+    assert all(lam.shape == (batch.num_nodes,) for lam in eig[1])
+    for lam in eig[1]:  # row-stochastic: spectral radius 1, one eigenvalue 1 per graph
+        assert lam.abs().max() <= 1 + 1e-5
+        assert int(((lam - 1).abs() < 1e-5).sum()) == batch.num_graphs
+    rows = response_table(coefficients, "gfsa", eig)
+    points = [r for r in rows if r["source"] == "eigenvalue" and r["head"] == 1]
+    expected = model.layers[1].attn.filter_response(eig[1][1])[1]
+    got = torch.tensor([complex(r["response_re"], r["response_im"]) for r in points])
+    torch.testing.assert_close(got, expected.to(got.dtype))
