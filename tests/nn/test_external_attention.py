@@ -246,3 +246,10 @@ def test_repr_and_reset():
     w = m.node_key.weight.clone()
     m.reset_parameters()
     assert not torch.equal(w, m.node_key.weight)
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_double_normalize_gradcheck(grouped):
+    logits = torch.randn(9, 2, 3, dtype=torch.float64, requires_grad=True)
+    index = torch.tensor([0, 0, 0, 2, 2, 3, 3, 3, 3]) if grouped else None
+    assert torch.autograd.gradcheck(lambda t: double_normalize(t, index, None, 1e-3), (logits,))
