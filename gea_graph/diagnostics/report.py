@@ -276,3 +276,40 @@ def plot_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
+
+
+def diagnose(
+    models: Mapping[str, nn.Module],
+    batches: Sequence[Batch],
+    out_dir: Path,
+    forward: Callable[[nn.Module, Batch], Any] | None = None,
+) -> dict[str, Path]:
+    """Measure every model on the same ``batches`` and write ``layers.csv``, ``frequency_response.csv`` (GFSA layers
+    only; header only when no model has one) and ``diagnostics.png`` into ``out_dir``.
+
+    Args:
+        models: display name -> model (e.g. ``{"graphormer": m1, "graphormer-gfsa": m2}``).
+        batches: the graphs to measure, already batched.
+        out_dir: output folder (created).
+        forward: how to call a model on a batch (default ``model(batch)``).
+
+    Returns:
+        The written files by kind: ``"layers"``, ``"frequency_response"``, ``"plot"``.
+    """
+    layer_rows: list[dict[str, Any]] = []
+    response_rows: list[dict[str, Any]] = []
+    for name, model in models.items():
+        layer_rows += layer_table(model, batches, name, forward)
+        coefficients = gfsa_coefficients(model)
+        if any(c is not None for c in coefficients):
+            response_rows += response_table(
+                coefficients, name, gfsa_eigenvalues(model, batches, forward)
+            )
+    out_dir = Path(out_dir)
+    return {
+        "layers": write_csv(layer_rows, LAYER_COLUMNS, out_dir / "layers.csv"),
+        "frequency_response": write_csv(
+            response_rows, RESPONSE_COLUMNS, out_dir / "frequency_response.csv"
+        ),
+        "plot": plot_report(layer_rows, response_rows, out_dir / "diagnostics.png"),
+    }

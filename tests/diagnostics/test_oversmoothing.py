@@ -17,6 +17,7 @@ from gea_graph.diagnostics.measures import dirichlet_energy, mean_cosine_similar
 from gea_graph.diagnostics.report import (
     LAYER_COLUMNS,
     RESPONSE_COLUMNS,
+    diagnose,
     gfsa_coefficients,
     gfsa_eigenvalues,
     layer_table,
@@ -147,3 +148,21 @@ def test_gfsa_coefficients_and_eigenvalues():
     expected = model.layers[1].attn.filter_response(eig[1][1])[1]
     got = torch.tensor([complex(r["response_re"], r["response_im"]) for r in points])
     torch.testing.assert_close(got, expected.to(got.dtype))
+
+
+def test_diagnose_writes_files_for_two_models(tmp_path):
+    torch.manual_seed(0)
+    batch = zinc_batch()
+    paths = diagnose(
+        {"mean": MeanStack(depth=4), "gfsa": AttentionStack()}, [batch], tmp_path / "out"
+    )
+    with paths["layers"].open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["model"] for r in rows] == ["mean"] * 5 + ["gfsa"] * 3
+    with paths["frequency_response"].open() as handle:
+        response = list(csv.DictReader(handle))
+    assert {r["model"] for r in response} == {"gfsa"} and {r["source"] for r in response} == {
+        "grid",
+        "eigenvalue",
+    }
+    assert matplotlib.image.imread(paths["plot"]).ndim == 3
