@@ -4,3 +4,7 @@ from gea_graph.nn.attention import (  # noqa: F401  (global attentions: one dens
 )
 from gea_graph.nn.external_attention import ExternalAttention  # noqa: F401
 from gea_graph.nn.geanet import GEANet  # noqa: F401
+from gea_graph.nn.mpnn import (  # noqa: F401
+    GatedGCNLayer, GCNLayer, GINLayer, GINELayer, mpnn_resolver,
+)
+from gea_graph.nn.geaet_layer import GEAETLayer  # noqa: F401

@@ -1,0 +1,276 @@
+r"""The GEAET layer: local MPNN + global attention + GEANet in parallel, summed, then an FFN."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Linear, Module
+from torch_geometric.nn.resolver import activation_resolver
+from torch_geometric.typing import OptTensor
+from torch_geometric.utils import to_dense_batch
+
+from gea_graph.nn.geanet import GEANet, resolve_norm
+from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
+
+
+class GEAETLayer(Module):
+    r"""The feature-extraction layer of the `"Graph External Attention Enhanced Transformer"
+    <https://arxiv.org/abs/2405.21061>`_ paper (Eqs. 8–10), in the exact form of the authors'
+    code (a GraphGPS layer with a third, external branch; geaet-notes §1.7–1.8):
+
+    .. math::
+        \mathbf{X}_M, \mathbf{E}_M &= \mathrm{MPNN}(\mathbf{X}, \mathbf{E}, \mathbf{A}),
+        \qquad \mathbf{X}_M \leftarrow \mathrm{Norm}\big(\mathbf{X} +
+        \mathrm{Dropout}(\mathbf{X}_M)\big) \qquad \text{(Eqs. 8, 9)}
+
+        \mathbf{X}_T &= \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(
+        \mathrm{Attn}(\mathbf{X}))\big)
+
+        \mathbf{X}_G, \mathbf{E}_G &= \mathrm{GEANet}(\mathbf{X}, \mathbf{E}_M)
+        = \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathrm{GEA}(\mathbf{X}))\big),\
+        \mathrm{GEA}(\mathbf{E}_M) \qquad \text{(Eq. 8)}
+
+        \mathbf{H} &= \mathbf{X}_M + \mathbf{X}_T + \mathbf{X}_G, \qquad
+        \mathbf{X}' = \mathrm{Norm}\big(\mathbf{H} + \mathrm{FFN}(\mathbf{H})\big), \qquad
+        \mathbf{E}' = \mathbf{E}_G \qquad \text{(Eq. 10)}
+
+    with :math:`\mathrm{FFN}(\mathbf{H}) = \mathrm{Dropout}(\mathbf{W}_2\,\mathrm{Dropout}(
+    \mathrm{act}(\mathbf{W}_1 \mathbf{H})))`, :math:`\mathbf{W}_1: d \to 2d`. Post-norm, one
+    residual + norm per branch, a residual around the FFN and a final norm (applied also with
+    :obj:`use_ffn=False`, as in the code). The global attention runs on the dense padded batch
+    (:func:`~torch_geometric.utils.to_dense_batch`, attention stays inside each graph) and is any
+    of :func:`~gea_graph.nn.attention.attention_resolver`'s names. GEANet's edge input is the
+    MPNN's updated edge features (Eq. 8); its edge output (only changed with
+    :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its
+    residual (:class:`~gea_graph.nn.GatedGCNLayer`) gets no second residual and no second dropout,
+    only the norm (as the authors' code). Any branch can be switched off (:obj:`mpnn=None`,
+    :obj:`attn=None`, :obj:`gea=False`), e.g. ``GEAETLayer(d, mpnn="gcn", attn=None)`` is the
+    paper's GCN+GEANet and ``gea=False`` a GraphGPS layer.
+
+    With :obj:`norm_scope="graph"` (default) and norms that do not use batch statistics (or in
+    evaluation mode) a graph's output does not depend on its batch-mates; see
+    :class:`~gea_graph.nn.ExternalAttention` for what GEA mixes.
+
+    Norms: :obj:`"batch_norm"` (default, the authors'), :obj:`"layer_norm"` = **per-node**
+    :class:`torch.nn.LayerNorm` (PyG's resolver and hence :class:`~torch_geometric.nn.GPSConv`,
+    GraphGPS and the GEAET COCO config map ``"layer_norm"`` to a *graph-mode* LayerNorm that
+    normalises over all nodes of a graph; ask for :obj:`"graph_layer_norm"` to reproduce that), or
+    :obj:`None`.
+
+    Parameter counts reproduce the paper (geaet-notes §2.3): e.g. Peptides-Struct,
+    ``GEAETLayer(224, mpnn="gcn", attn=None, gea_heads=8, units=28, use_ffn=False,
+    local_out_act=True, act="gelu")`` has 53,368 parameters.
+
+    Args:
+        channels (int): Feature size :math:`d`.
+        mpnn (str or Module, optional): Local branch: :obj:`"gatedgcn"`, :obj:`"gcn"`,
+            :obj:`"gin"`, :obj:`"gine"`, a module with forward ``(x, edge_index, edge_attr) ->
+            (x, edge_attr)``, or :obj:`None`. (default: :obj:`"gatedgcn"`)
+        attn (str or Module, optional): Global attention: :obj:`"softmax"`, :obj:`"gfsa"`,
+            :obj:`"plaplacian"`, :obj:`"agf"`, a dense attention module, or :obj:`None`.
+            (default: :obj:`"softmax"`)
+        gea (bool, optional): The GEANet branch. (default: :obj:`True`)
+        heads (int, optional): Heads of the global attention. (default: :obj:`4`)
+        gea_heads (int, optional): Heads of GEA (:obj:`None`: :obj:`heads`). (default: :obj:`None`)
+        units (int, optional): External units :math:`S` (:obj:`None`: :math:`d/H`).
+            (default: :obj:`None`)
+        edge_units (bool, optional): GEA edge units. (default: :obj:`False`)
+        shared_unit (bool, optional): GEA shared unit. (default: :obj:`False`)
+        norm_scope (str, optional): GEA softmax scope, :obj:`"graph"` or :obj:`"batch"`.
+            (default: :obj:`"graph"`)
+        norm (str, optional): Norm of every branch and the output. (default: :obj:`"batch_norm"`)
+        norm_kwargs (Dict[str, Any], optional): Arguments of the norms. (default: :obj:`None`)
+        act (str, optional): Activation of the FFN (and of :obj:`local_out_act`).
+            (default: :obj:`"relu"`)
+        use_ffn (bool, optional): The FFN and its residual. (default: :obj:`True`)
+        ffn_ratio (int, optional): FFN hidden width / :math:`d`. (default: :obj:`2`)
+        dropout (float, optional): Default of the four branch dropouts below. (default: :obj:`0.0`)
+        local_dropout (float, optional): MPNN branch (and inside GatedGCN). (default: :obj:`None`)
+        global_dropout (float, optional): Attention branch output. (default: :obj:`None`)
+        external_dropout (float, optional): GEANet branch output. (default: :obj:`None`)
+        ffn_dropout (float, optional): FFN. (default: :obj:`None`)
+        attn_dropout (float, optional): Dropout on the attention weights. (default: :obj:`0.0`)
+        local_out_act (bool, optional): Activation on the MPNN output before its dropout (the
+            authors' ``gt.local_out_act``, Peptides-Struct). (default: :obj:`False`)
+        mpnn_kwargs, attn_kwargs, gea_kwargs (Dict[str, Any], optional): Further arguments of the
+            branches (:func:`~gea_graph.nn.mpnn_resolver`,
+            :func:`~gea_graph.nn.attention.attention_resolver`, :class:`~gea_graph.nn.GEANet`).
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices
+          :math:`(2, |\mathcal{E}|)`, edge features :math:`(|\mathcal{E}|, d)` or :obj:`None`,
+          batch vector :math:`(|\mathcal{V}|)` or :obj:`None` (one graph), optional
+          :obj:`attn_bias` :math:`(B, H, N_{\max}, N_{\max})`
+        - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features
+          :math:`(|\mathcal{E}|, d)` (or :obj:`None`)
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        mpnn: Union[str, Module, None] = "gatedgcn",
+        attn: Union[str, Module, None] = "softmax",
+        gea: bool = True,
+        heads: int = 4,
+        gea_heads: Optional[int] = None,
+        units: Optional[int] = None,
+        edge_units: bool = False,
+        shared_unit: bool = False,
+        norm_scope: str = "graph",
+        norm: Optional[str] = "batch_norm",
+        norm_kwargs: Optional[Dict[str, Any]] = None,
+        act: str = "relu",
+        use_ffn: bool = True,
+        ffn_ratio: int = 2,
+        dropout: float = 0.0,
+        local_dropout: Optional[float] = None,
+        global_dropout: Optional[float] = None,
+        external_dropout: Optional[float] = None,
+        ffn_dropout: Optional[float] = None,
+        attn_dropout: float = 0.0,
+        local_out_act: bool = False,
+        mpnn_kwargs: Optional[Dict[str, Any]] = None,
+        attn_kwargs: Optional[Dict[str, Any]] = None,
+        gea_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        super().__init__()
+        if mpnn is None and attn is None and not gea:
+            raise ValueError("GEAETLayer needs at least one of 'mpnn', 'attn' and 'gea'")
+        pick = lambda p: float(dropout if p is None else p)  # noqa: E731
+        self.channels = channels
+        self.heads = heads
+        self.norm_name = norm
+        self.use_ffn = use_ffn
+        self.local_out_act = local_out_act
+        self.local_dropout = pick(local_dropout)
+        self.global_dropout = pick(global_dropout)
+        self.external_dropout = pick(external_dropout)
+        self.ffn_dropout = pick(ffn_dropout)
+        self.attn_dropout = float(attn_dropout)
+        self._mpnn_name = mpnn if isinstance(mpnn, str) or mpnn is None else type(mpnn).__name__
+        self._attn_name = attn if isinstance(attn, str) or attn is None else type(attn).__name__
+
+        # Local branch
+        self.mpnn = mpnn_resolver(mpnn, channels, **(mpnn_kwargs or {}))
+        if isinstance(self.mpnn, GatedGCNLayer) and "dropout" not in (mpnn_kwargs or {}):
+            self.mpnn.dropout = self.local_dropout
+        self._mpnn_residual = bool(getattr(self.mpnn, "includes_residual", False))
+        self.norm_local = resolve_norm(norm, channels, norm_kwargs) if self.mpnn is not None else None
+
+        # Global branch
+        if attn is None:
+            self.attention = None
+        elif isinstance(attn, str):
+            from gea_graph.nn.attention import attention_resolver
+            self.attention = attention_resolver(attn, channels, heads, dropout=self.attn_dropout,
+                                                **(attn_kwargs or {}))
+        else:
+            self.attention = attn
+        self.norm_attn = (resolve_norm(norm, channels, norm_kwargs)
+                          if self.attention is not None else None)
+
+        # External branch (residual, dropout and norm inside GEANet)
+        self.gea = GEANet(channels, heads=gea_heads or heads, units=units, edge_units=edge_units,
+                          shared_unit=shared_unit, norm_scope=norm_scope,
+                          dropout=self.external_dropout, norm=norm, norm_kwargs=norm_kwargs,
+                          **(gea_kwargs or {})) if gea else None
+
+        # FFN and output norm
+        self.act = activation_resolver(act)
+        if use_ffn:
+            self.ffn_in = Linear(channels, ffn_ratio * channels)
+            self.ffn_out = Linear(ffn_ratio * channels, channels)
+        else:
+            self.ffn_in = self.ffn_out = None
+        self.norm_out = resolve_norm(norm, channels, norm_kwargs)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module."""
+        for m in (self.mpnn, self.norm_local, self.attention, self.norm_attn, self.gea,
+                  self.ffn_in, self.ffn_out, self.norm_out):
+            if m is not None and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    def aux_loss(self) -> Optional[Tensor]:
+        r"""The global attention's auxiliary loss of the last forward (e.g. the AGF orthogonality
+        regulariser), or :obj:`None` when it has none. Add it to the task loss."""
+        fn = getattr(self.attention, "aux_loss", None)
+        return fn() if callable(fn) else None
+
+    @property
+    def store_attention(self) -> bool:
+        r"""Keep the attention maps of the last forward: the global one in
+        ``self.attention.attention`` (:math:`[B, H, N, N]`) and the external one in
+        ``self.gea.last_attention`` (:math:`[|\mathcal{V}|, H, S]`)."""
+        return any(getattr(m, "store_attention", False) for m in (self.attention, self.gea)
+                   if m is not None)
+
+    @store_attention.setter
+    def store_attention(self, value: bool) -> None:
+        for m in (self.attention, self.gea):
+            if m is not None and hasattr(m, "store_attention"):
+                m.store_attention = value
+
+    def _dropout(self, h: Tensor, p: float) -> Tensor:
+        return F.dropout(h, p, True) if p > 0.0 and self.training else h
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_attr: OptTensor = None,
+        batch: OptTensor = None,
+        attn_bias: OptTensor = None,
+        num_graphs: Optional[int] = None,
+    ) -> Tuple[Tensor, OptTensor]:
+        r"""Runs the forward pass of the module. :obj:`attn_bias` is passed to the global
+        attention; :obj:`num_graphs` (optional) saves a device sync."""
+        out: OptTensor = None
+        edge_out = edge_attr
+
+        if self.mpnn is not None:
+            h, edge_out = self.mpnn(x, edge_index, edge_attr)
+            if self.local_out_act:
+                h = self.act(h)
+            if not self._mpnn_residual:
+                h = x + self._dropout(h, self.local_dropout)
+            if self.norm_local is not None:
+                h = self.norm_local(h, batch, num_graphs)
+            out = h
+
+        if self.attention is not None:
+            x_dense, mask = to_dense_batch(x, batch, batch_size=num_graphs)
+            if attn_bias is None:
+                h = self.attention(x_dense, mask)
+            else:
+                h = self.attention(x_dense, mask, attn_bias)
+            h = x + self._dropout(h[mask], self.global_dropout)
+            if self.norm_attn is not None:
+                h = self.norm_attn(h, batch, num_graphs)
+            out = h if out is None else out + h
+        elif attn_bias is not None:
+            raise ValueError("'attn_bias' given but the layer has no global attention")
+
+        if self.gea is not None:
+            h, edge_out = self.gea(x, edge_index, edge_out, batch, num_graphs)
+            out = h if out is None else out + h
+
+        assert out is not None
+        if self.ffn_in is not None:
+            h = self._dropout(self.act(self.ffn_in(out)), self.ffn_dropout)
+            out = out + self._dropout(self.ffn_out(h), self.ffn_dropout)
+        if self.norm_out is not None:
+            out = self.norm_out(out, batch, num_graphs)
+        return out, edge_out
+
+    def __repr__(self) -> str:
+        gea = self.gea.attention if self.gea is not None else None
+        gea_repr = (f"GEA(heads={gea.heads}, units={gea.units}, edge_units={gea.edge_units}, "
+                    f"shared_unit={gea.shared_unit}, norm_scope={gea.norm_scope!r})"
+                    if gea is not None else "None")
+        return (f"{self.__class__.__name__}({self.channels}, mpnn={self._mpnn_name!r}, "
+                f"attn={self._attn_name!r}, gea={gea_repr}, heads={self.heads}, "
+                f"norm={self.norm_name!r}, use_ffn={self.use_ffn})")

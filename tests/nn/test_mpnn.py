@@ -1,0 +1,117 @@
+"""GatedGCN against a per-edge loop of its equations; the PyG adapters; the resolver."""
+import pytest
+import torch
+from torch_geometric.nn import GCNConv, GINConv, GINEConv
+
+from gea_graph.nn import GatedGCNLayer, GCNLayer, GINELayer, GINLayer, mpnn_resolver
+
+
+def _graph(n=6, e=14, d=8, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, d, generator=g, dtype=dtype), torch.randint(0, n, (2, e), generator=g),
+            torch.randn(e, d, generator=g, dtype=dtype))
+
+
+def _gatedgcn_naive(m, x, ei, ea):
+    d = m.channels
+    W, b = m.node_lin.weight, m.node_lin.bias
+    A, D, B, E = (lambda k: (lambda v: v @ W[k * d:(k + 1) * d].T + b[k * d:(k + 1) * d]))(0), \
+        (lambda v: v @ W[d:2 * d].T + b[d:2 * d]), (lambda v: v @ W[2 * d:3 * d].T + b[2 * d:3 * d]), \
+        (lambda v: v @ W[3 * d:].T + b[3 * d:])
+    C = lambda v: v @ m.edge_lin.weight.T + m.edge_lin.bias  # noqa: E731
+    e_hat = torch.zeros_like(ea)
+    num = torch.zeros_like(x)
+    den = torch.zeros_like(x)
+    for k in range(ei.size(1)):
+        j, i = ei[0, k].item(), ei[1, k].item()  # message j -> i
+        e_hat[k] = D(x[i]) + E(x[j]) + C(ea[k])
+        s = torch.sigmoid(e_hat[k])
+        num[i] += s * B(x[j])
+        den[i] += s
+    x_new = A(x) + num / (den + m.eps)
+    bn = lambda h: h / (1 + 1e-5) ** 0.5  # noqa: E731  (eval, fresh running stats)
+    return x + torch.relu(bn(x_new)), ea + torch.relu(bn(e_hat))
+
+
+def test_gatedgcn_matches_naive():
+    torch.manual_seed(0)
+    m = GatedGCNLayer(8).double().eval()
+    x, ei, ea = _graph()
+    out, e_out = m(x, ei, ea)
+    ref, e_ref = _gatedgcn_naive(m, x, ei, ea)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(e_out, e_ref)
+
+
+def test_gatedgcn_parameter_count():
+    # 5 (d^2 + d) + 2 BatchNorms; the authors' MNIST layer adds the ES gate (3d + 1 = 121) -> 8,481
+    assert sum(p.numel() for p in GatedGCNLayer(40).parameters()) == 5 * (40 * 40 + 40) + 160 == 8360
+
+
+@pytest.mark.parametrize("name", ["gatedgcn", "gcn", "gin", "gine"])
+def test_invariances_gradients_dtypes(name):
+    torch.manual_seed(0)
+    m = mpnn_resolver(name, 8)
+    x, ei, ea = _graph(dtype=torch.float32)
+    x0, ea0 = x.clone(), ea.clone()
+    out, e_out = m(x, ei, ea)
+    assert torch.equal(x, x0) and torch.equal(ea, ea0)
+    (out.square().sum() + e_out.square().sum()).backward()
+    for pname, p in m.named_parameters():
+        assert p.grad is not None, pname
+    m.eval()
+    out, e_out = m(x, ei, ea)
+    perm = torch.randperm(x.size(0))
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel())
+    out_p, e_out_p = m(x[perm], inv[ei], ea)
+    torch.testing.assert_close(out_p, out[perm], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(e_out_p, e_out, atol=1e-5, rtol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = m(x, ei, ea)
+    assert torch.isfinite(out).all()
+    out, _ = m.double()(x.double(), ei, ea.double())
+    assert out.dtype == torch.float64
+    # no edges, single node
+    out, e_out = m(x.double()[:1], torch.zeros(2, 0, dtype=torch.long), ea.double()[:0])
+    assert torch.isfinite(out).all() and e_out.shape == (0, 8)
+    m.train()
+    out, _ = m(x.double()[:1], torch.zeros(2, 0, dtype=torch.long), ea.double()[:0])
+    assert torch.isfinite(out).all()
+
+
+def test_adapters_equal_pyg():
+    x, ei, ea = _graph(dtype=torch.float32)
+    gcn = GCNLayer(8)
+    assert isinstance(gcn.conv, GCNConv)
+    out, e = gcn(x, ei, ea)
+    assert e is ea
+    torch.testing.assert_close(out, gcn.conv(x, ei))
+    gin = GINLayer(8)
+    assert isinstance(gin.conv, GINConv)
+    torch.testing.assert_close(gin(x, ei, None)[0], gin.conv(x, ei))
+    gine = GINELayer(8)
+    assert isinstance(gine.conv, GINEConv)
+    torch.testing.assert_close(gine(x, ei, ea)[0], gine.conv(x, ei, ea))
+    with pytest.raises(ValueError):
+        gine(x, ei, None)
+    with pytest.raises(ValueError):
+        GatedGCNLayer(8)(x, ei, None)
+    assert sum(p.numel() for p in GCNLayer(224).parameters()) == 50400
+
+
+def test_resolver_repr_reset():
+    assert mpnn_resolver(None, 8) is None
+    assert isinstance(mpnn_resolver("GatedGCN", 8), GatedGCNLayer)
+    assert isinstance(mpnn_resolver("custom_gated_gcn", 8), GatedGCNLayer)
+    layer = GINELayer(8)
+    assert mpnn_resolver(layer, 8) is layer
+    with pytest.raises(ValueError):
+        mpnn_resolver("gat2", 8)
+    assert str(GatedGCNLayer(8, dropout=0.1)) == "GatedGCNLayer(8, dropout=0.1, residual=True)"
+    assert str(GCNLayer(8)) == "GCNLayer(GCNConv(8, 8))"
+    for m in (GatedGCNLayer(8), GCNLayer(8), GINLayer(8), GINELayer(8)):
+        w = max(m.parameters(), key=lambda t: t.dim())  # a weight matrix, not a zero bias
+        p = w.detach().clone()
+        m.reset_parameters()
+        assert not torch.equal(p, w)
