@@ -280,16 +280,17 @@ def plot_report(
 
 def diagnose(
     models: Mapping[str, nn.Module],
-    batches: Sequence[Batch],
+    batches: Sequence[Batch] | Mapping[str, Sequence[Batch]],
     out_dir: Path,
     forward: Callable[[nn.Module, Batch], Any] | None = None,
 ) -> dict[str, Path]:
-    """Measure every model on the same ``batches`` and write ``layers.csv``, ``frequency_response.csv`` (GFSA layers
-    only; header only when no model has one) and ``diagnostics.png`` into ``out_dir``.
+    """Measure every model and write ``layers.csv``, ``frequency_response.csv`` (GFSA layers only; header only when
+    no model has one) and ``diagnostics.png`` into ``out_dir``.
 
     Args:
         models: display name -> model (e.g. ``{"graphormer": m1, "graphormer-gfsa": m2}``).
-        batches: the graphs to measure, already batched.
+        batches: the graphs to measure, batched; or, per model name, its own batches of the same graphs (e.g. each
+            with its recipe's positional encodings).
         out_dir: output folder (created).
         forward: how to call a model on a batch (default ``model(batch)``).
 
@@ -299,11 +300,12 @@ def diagnose(
     layer_rows: list[dict[str, Any]] = []
     response_rows: list[dict[str, Any]] = []
     for name, model in models.items():
-        layer_rows += layer_table(model, batches, name, forward)
+        own = batches[name] if isinstance(batches, Mapping) else batches
+        layer_rows += layer_table(model, own, name, forward)
         coefficients = gfsa_coefficients(model)
         if any(c is not None for c in coefficients):
             response_rows += response_table(
-                coefficients, name, gfsa_eigenvalues(model, batches, forward)
+                coefficients, name, gfsa_eigenvalues(model, own, forward)
             )
     out_dir = Path(out_dir)
     return {
