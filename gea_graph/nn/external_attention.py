@@ -25,7 +25,10 @@ class _DoubleNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, index: Optional[Tensor], num_groups: int,
                 eps: float) -> Tensor:
-        if index is None:
+        if logits.size(0) == 0:
+            index = None
+            p = logits.clone()
+        elif index is None:
             p = (logits - logits.amax(dim=0, keepdim=True)).exp_()
             p = p.mul_(p.sum(dim=0, keepdim=True).reciprocal_())
         else:

@@ -176,6 +176,8 @@ def test_degenerate_inputs_are_finite():
     out, e_out = m(torch.randn(0, 8), torch.zeros(0, dtype=torch.long), torch.randn(0, 8),
                    torch.zeros(0, dtype=torch.long))
     assert out.shape == (0, 8) and e_out.shape == (0, 8)
+    out, e_out = m(torch.randn(1, 8), None, torch.randn(0, 8))  # one graph, one node, no edges
+    assert torch.isfinite(out).all() and e_out.shape == (0, 8)
     # huge logits do not overflow (max shift per graph)
     out, _ = m(torch.full((3, 8), 1e4), torch.tensor([0, 0, 1]))
     assert torch.isfinite(out).all()
