@@ -61,7 +61,12 @@ class DenseAttentionBase(Module):
 
     def _softmax_weights(self, q: Tensor, k: Tensor, bias: Tensor) -> Tensor:
         # Explicit A = softmax(q k^T / sqrt(d) + bias), [B, H, N, N].
-        scores = torch.matmul(q * self.scale, k.transpose(-1, -2)) + bias
+        B, H, N, D = q.shape
+        if bias.shape == (B, H, N, N):  # fuse the bias add into the batched matmul
+            scores = torch.baddbmm(bias.reshape(B * H, N, N), q.reshape(B * H, N, D),
+                                   k.reshape(B * H, N, D).transpose(1, 2), alpha=self.scale)
+            return torch.softmax(scores, dim=-1).view(B, H, N, N)
+        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(self.scale) + bias
         return torch.softmax(scores, dim=-1)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,

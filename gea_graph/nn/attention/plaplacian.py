@@ -17,6 +17,24 @@ def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> List[float]:
     return [low] * half + ([2.0] if heads % 2 else []) + [high] * half
 
 
+def _fast_pow(x: Tensor, e: float) -> Tensor:
+    # x ** e for x > 0; quarter/half powers (the default p = 1.5 / 2.5 give e = -/+0.25) through
+    # sqrt/rsqrt, several times faster than a generic pow on CPU.
+    if e == 0.25:
+        return x.sqrt().sqrt()
+    if e == -0.25:
+        return x.sqrt().rsqrt()
+    if e == 0.5:
+        return x.sqrt()
+    if e == -0.5:
+        return x.rsqrt()
+    if e == 1.0:
+        return x
+    if e == -1.0:
+        return x.reciprocal()
+    return x.pow(e)
+
+
 class PLaplacianAttention(DenseAttentionBase):
     r"""The p-Laplacian attention of Nguyen et al., `"p-Laplacian Transformer"
     <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per
@@ -93,20 +111,34 @@ class PLaplacianAttention(DenseAttentionBase):
         self.detach_p = detach_p
         self.register_buffer("exponent", (torch.tensor(p_list) - 2.0) / 2.0, persistent=False)
         self._all_softmax = all(v == 2.0 for v in p_list)
+        self._groups: List[Tuple[int, int, float]] = []
+        for h, v in enumerate(p_list):
+            e = (v - 2.0) / 2.0
+            if self._groups and self._groups[-1][2] == e:
+                self._groups[-1] = (self._groups[-1][0], h + 1, e)
+            else:
+                self._groups.append((h, h + 1, e))
 
-    def distance_weights(self, v: Tensor) -> Tensor:
-        r""":math:`\mathbf{P}` ``[B, H, N, N]`` (float32, or float64 for float64 input) from
-        per-head values ``v`` ``[B, H, N, d]``."""
+    def distance_weights(self, v: Tensor, exponent: Optional[float] = None) -> Tensor:
+        r""":math:`\mathbf{P}` ``[B, H', N, N]`` (float32, or float64 for float64 input) from
+        per-head values ``v`` ``[B, H', N, d]``; one exponent for all given heads, or (default)
+        the module's per-head exponents :math:`(p_h - 2)/2`."""
         dt = torch.float64 if v.dtype == torch.float64 else torch.float32
+        B, H, N, D = v.shape
         with torch.autocast(v.device.type, enabled=False):
             v = v.to(dt)
             if self.detach_p:
                 v = v.detach()
-            sq = v.pow(2).sum(-1)
-            d2 = torch.matmul(v, v.transpose(-1, -2)).mul_(-2.0)
-            d2 = d2 + sq.unsqueeze(-1) + sq.unsqueeze(-2)
-            d2 = d2.clamp_min(0.0) + self.eps
-            return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
+            v3 = v.reshape(B * H, N, D)
+            sq = v3.pow(2).sum(-1)
+            # ||v_i||^2 + ||v_j||^2 - 2 v_i.v_j + eps in one baddbmm; clamping at eps is the same
+            # as clamping the (rounding-negative) squared distance at 0 before adding eps.
+            d2 = torch.baddbmm(sq.unsqueeze(-1) + (sq.unsqueeze(-2) + self.eps), v3,
+                               v3.transpose(1, 2), alpha=-2.0).clamp_min(self.eps)
+            d2 = d2.view(B, H, N, N)
+            if exponent is None:
+                return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
+            return _fast_pow(d2, exponent)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
                need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
@@ -118,10 +150,17 @@ class PLaplacianAttention(DenseAttentionBase):
             return torch.matmul(F.dropout(attn, self.dropout, self.training), v), attn
         attn = self._softmax_weights(q, k, bias)
         a = F.dropout(attn, self.dropout, self.training) if self.dropout > 0 else attn
-        w = a * self.distance_weights(v)
-        if self.renormalize:
-            w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
-        out = torch.matmul(w.to(v.dtype), v)
+        outs = []
+        for start, stop, e in self._groups:  # runs of heads sharing one exponent
+            a_g, v_g = a[:, start:stop], v[:, start:stop]
+            if e == 0.0 and not self.renormalize:
+                outs.append(torch.matmul(a_g, v_g))  # p = 2: P == 1, plain softmax head
+                continue
+            w = a_g * self.distance_weights(v_g, e)
+            if self.renormalize:
+                w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+            outs.append(torch.matmul(w.to(v.dtype), v_g))
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
         return out, (attn if need_weights else None)
 
     def __repr__(self) -> str:
