@@ -8,3 +8,4 @@ from gea_graph.nn.mpnn import (  # noqa: F401
     GatedGCNLayer, GCNLayer, GINLayer, GINELayer, mpnn_resolver,
 )
 from gea_graph.nn.geaet_layer import GEAETLayer  # noqa: F401
+from gea_graph.nn.pe_encoders import LapPEEncoder, RWPEEncoder  # noqa: F401
