@@ -1,6 +1,11 @@
 """gea_graph.nn"""
 from gea_graph.nn.attention import (  # noqa: F401  (global attentions: one dense interface)
-    MultiheadAttention, attention_resolver, to_dense, from_dense,
+    MultiheadAttention, GFSA, PLaplacianAttention, AGFAttention, attention_resolver, to_dense,
+    from_dense,
+)
+from gea_graph.nn.graphormer import (  # noqa: F401
+    CentralityEncoding, SpatialEncoding, EdgeEncoding, GraphToken, GraphormerAttnBias,
+    GraphormerLayer, batch_edge_offsets,
 )
 from gea_graph.nn.external_attention import ExternalAttention  # noqa: F401
 from gea_graph.nn.geanet import GEANet  # noqa: F401
