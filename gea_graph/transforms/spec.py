@@ -1,0 +1,56 @@
+"""Positional-encoding specs ("lap:8,rw:20,spd:20") and batched application of pre-transforms."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+from torch_geometric.data import Data
+from torch_geometric.transforms import Compose
+from tqdm.auto import tqdm
+
+from gea_graph.transforms.lap_pe import LapPE
+from gea_graph.transforms.rw_pe import RWPE
+from gea_graph.transforms.spd import ShortestPathDistance
+
+_KINDS = {
+    "lap": lambda n: LapPE(n),
+    "rw": lambda n: RWPE(n),
+    "spd": lambda n: ShortestPathDistance(max_distance=n),
+}
+
+
+def parse_pe(spec: Optional[str]) -> Optional[Callable]:
+    """Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
+
+    Items are ``KIND:N`` with ``lap`` (:class:`LapPE` with ``k=N``), ``rw`` (:class:`RWPE` with ``walk_length=N``)
+    or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N``), applied in the order given.
+    """
+    if spec is None or not spec.strip():
+        return None
+    transforms = []
+    for item in spec.split(","):
+        kind, _, size = item.strip().partition(":")
+        if kind not in _KINDS or not size.isdigit():
+            raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: expected KIND:N with KIND one of "
+                             f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20'")
+        transforms.append(_KINDS[kind](int(size)))
+    return transforms[0] if len(transforms) == 1 else Compose(transforms)
+
+
+def apply_many(transform: Optional[Callable], data_list: Sequence[Data], desc: str = "pre-transform") -> List[Data]:
+    """Applies a (pre-)transform to a list of graphs, using a transform's batched ``forward_many`` where it has one.
+
+    :class:`~torch_geometric.transforms.Compose` is unrolled so that each of its parts can batch; any other callable
+    runs graph by graph behind a progress bar.
+    """
+    data_list = list(data_list)
+    if transform is None:
+        return data_list
+    if isinstance(transform, Compose):
+        for part in transform.transforms:
+            data_list = apply_many(part, data_list, desc)
+        return data_list
+    if hasattr(transform, "forward_many"):
+        return transform.forward_many(data_list)
+    return [transform(d) for d in tqdm(data_list, desc=f"{desc}: {transform!r}", leave=False,
+                                       disable=len(data_list) < 1000)]

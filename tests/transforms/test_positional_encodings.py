@@ -1,0 +1,169 @@
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+from torch_geometric.transforms import AddRandomWalkPE, Compose
+from torch_geometric.utils import from_networkx
+
+from gea_graph.transforms import LapPE, RWPE, ShortestPathDistance, apply_many, parse_pe
+
+
+def graph(edges, num_nodes):
+    ei = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
+    return Data(edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=num_nodes)
+
+
+def random_graphs(seed=0, count=12):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        g = nx.gnp_random_graph(int(rng.integers(2, 14)), 0.35, seed=int(rng.integers(1 << 30)))
+        out.append(from_networkx(g))
+    return out
+
+
+def dense_laplacian(data, normalization):
+    n = data.num_nodes
+    a = np.zeros((n, n))
+    ei = data.edge_index.numpy()
+    a[ei[0], ei[1]] = a[ei[1], ei[0]] = 1
+    np.fill_diagonal(a, 0)
+    d = a.sum(1)
+    if normalization is None:
+        return np.diag(d) - a
+    inv = np.where(d > 0, d, 1) ** -0.5 * (d > 0)
+    return np.diag((d > 0).astype(float)) - inv[:, None] * a * inv[None, :]
+
+
+@pytest.mark.parametrize("normalization", ["sym", None])
+def test_lap_pe_matches_dense_eigendecomposition(normalization):
+    k = 4
+    graphs = random_graphs()
+    out = LapPE(k, normalization).forward_many([g.clone() for g in graphs])
+    for g, d in zip(graphs, out):
+        lap = dense_laplacian(g, normalization)
+        val, vec = np.linalg.eigh(lap)
+        nxg = nx.Graph()
+        nxg.add_nodes_from(range(g.num_nodes))
+        nxg.add_edges_from(g.edge_index.t().tolist())
+        c = nx.number_connected_components(nxg)
+        m = d.lap_mask[0]
+        assert m.sum() == min(k, g.num_nodes - c)
+        np.testing.assert_allclose(d.lap_eigval[0, m].numpy(), val[c:c + k], atol=1e-5)
+        assert torch.all(d.lap_eigval == d.lap_eigval[0])  # repeated on every node
+        # Compare spectral projectors of complete eigenvalue groups: invariant to sign and to the basis chosen
+        # within a repeated eigenvalue.
+        ours = d.lap_eigvec[:, m].double().numpy()
+        kept = val[c:c + k]
+        for lam in np.unique(np.round(kept, 6)):
+            in_ours = np.abs(kept - lam) < 1e-6
+            in_full = np.abs(val - lam) < 1e-6
+            if in_full.sum() != in_ours.sum():  # group cut by the k limit: basis not comparable
+                continue
+            p_ours = ours[:, in_ours] @ ours[:, in_ours].T
+            p_ref = vec[:, in_full] @ vec[:, in_full].T
+            np.testing.assert_allclose(p_ours, p_ref, atol=1e-5)
+        assert torch.all(d.lap_eigvec[:, ~m] == 0) and torch.all(d.lap_eigval[:, ~m] == 0)
+
+
+def test_lap_pe_path_graph_up_to_sign():
+    # A path has distinct eigenvalues, so each eigenvector is unique up to sign.
+    n = 7
+    d = LapPE(3)(graph([(i, i + 1) for i in range(n - 1)], n))
+    val, vec = np.linalg.eigh(dense_laplacian(graph([(i, i + 1) for i in range(n - 1)], n), "sym"))
+    for j in range(3):
+        ours = d.lap_eigvec[:, j].double().numpy()
+        assert min(np.abs(ours - vec[:, j + 1]).max(), np.abs(ours + vec[:, j + 1]).max()) < 1e-5
+    assert d.lap_eigvec.dtype == torch.float32 and d.lap_mask.dtype == torch.bool
+
+
+def test_lap_pe_pads_small_single_node_and_edgeless_graphs():
+    k = 8
+    tri = LapPE(k)(graph([(0, 1), (1, 2), (2, 0)], 3))
+    assert tri.lap_eigvec.shape == (3, k) and tri.lap_mask[0].tolist() == [True, True] + [False] * 6
+    np.testing.assert_allclose(tri.lap_eigval[0, :2].numpy(), [1.5, 1.5], atol=1e-6)
+    single = LapPE(k)(Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1))
+    assert single.lap_eigvec.shape == (1, k) and not single.lap_mask.any()
+    edgeless = LapPE(k)(Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=4))
+    assert not edgeless.lap_mask.any() and torch.all(edgeless.lap_eigvec == 0)
+
+
+def test_lap_pe_disconnected_drops_one_null_vector_per_component():
+    # Components {0,1,2} (path), {3,4} (edge), {5} (isolated): sym spectra {0,1,2}, {0,2}, {0}.
+    d = LapPE(4)(graph([(0, 1), (1, 2), (3, 4)], 6))
+    assert d.lap_mask[0].tolist() == [True, True, True, False]
+    np.testing.assert_allclose(d.lap_eigval[0, :3].numpy(), [1, 2, 2], atol=1e-6)
+    combinatorial = LapPE(3, normalization=None)(graph([(0, 1), (1, 2), (3, 4)], 6))
+    np.testing.assert_allclose(combinatorial.lap_eigval[0].numpy(), [1, 2, 3], atol=1e-6)
+
+
+def test_rwpe_matches_matrix_powers_and_pyg():
+    graphs = random_graphs(1)
+    out = RWPE(6).forward_many([g.clone() for g in graphs])
+    for g, d in zip(graphs, out):
+        a = dense_laplacian(g, None)
+        a = np.diag(np.diag(a)) - a  # adjacency
+        deg = a.sum(1, keepdims=True)
+        p = np.divide(a, deg, out=np.zeros_like(a), where=deg > 0)
+        ref = np.stack([np.diag(np.linalg.matrix_power(p, s)) for s in range(1, 7)], 1)
+        np.testing.assert_allclose(d.rw_pe.numpy(), ref, atol=1e-6)
+        if g.num_nodes and (deg > 0).all():
+            pyg = AddRandomWalkPE(6, attr_name="pe")(g.clone()).pe
+            np.testing.assert_allclose(d.rw_pe.numpy(), pyg.numpy(), atol=1e-5)
+
+
+def test_rwpe_edge_cases():
+    single = RWPE(3)(Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1))
+    assert single.rw_pe.shape == (1, 3) and torch.all(single.rw_pe == 0)
+    # Child->parent edges only: the walk is on the undirected tree, so return probabilities are not zero.
+    tree = RWPE(2)(Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3))
+    np.testing.assert_allclose(tree.rw_pe[:, 1].numpy(), [1, 0.5, 0.5])
+
+
+def test_spd_matches_networkx_and_paths_are_shortest():
+    for g in random_graphs(2) + [graph([(0, 1), (1, 2), (3, 4)], 6)]:
+        d = ShortestPathDistance(max_distance=3, max_path=4)(g.clone())
+        n = g.num_nodes
+        assert d.spd_index.shape == (2, n * n) and d.spd.shape == (n * n,) and d.spd_path.shape == (n * n, 4)
+        nxg = nx.Graph()
+        nxg.add_nodes_from(range(n))
+        nxg.add_edges_from(g.edge_index.t().tolist())
+        lengths = dict(nx.all_pairs_shortest_path_length(nxg))
+        ei = g.edge_index.t().tolist()
+        for p in range(n * n):
+            s, t = d.spd_index[:, p].tolist()
+            true = lengths[s].get(t)
+            assert d.spd[p] == (4 if true is None else min(true, 3))
+            path = [e for e in d.spd_path[p].tolist() if e >= 0]
+            assert len(path) == (0 if true is None else min(true, 4))
+            cur = s
+            for e in path:  # consecutive edges leading away from s, toward t
+                a, b = ei[e]
+                cur = b if a == cur else a
+            if true is not None and true <= 4:
+                assert cur == t
+
+
+def test_spd_uses_reverse_edge_ids_on_directed_trees():
+    d = ShortestPathDistance(5, 2)(Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3))
+    pair = 1 * 3 + 2  # 1 -> 0 -> 2
+    assert d.spd[pair] == 2 and d.spd_path[pair].tolist() == [0, 1]
+
+
+def test_batching_offsets_spd_index():
+    graphs = [ShortestPathDistance(4)(graph([(0, 1)], 2)), ShortestPathDistance(4)(graph([(0, 1), (1, 2)], 3))]
+    batch = Batch.from_data_list(graphs)
+    assert batch.spd_index.shape == (2, 4 + 9)
+    assert batch.spd_index[:, 4:].min() == 2 and batch.spd_index.max() == 4
+    assert batch.spd_path.shape == (13, 5)
+
+
+def test_parse_pe_and_apply_many():
+    t = parse_pe("lap:3,rw:4,spd:5")
+    assert isinstance(t, Compose) and repr(t.transforms[0]) == "LapPE(k=3, normalization='sym')"
+    assert parse_pe(None) is None and isinstance(parse_pe("rw:2"), RWPE)
+    with pytest.raises(ValueError, match="KIND:N"):
+        parse_pe("lap8")
+    out = apply_many(t, random_graphs(3, 4))
+    assert all(hasattr(d, "lap_eigvec") and hasattr(d, "rw_pe") and hasattr(d, "spd") for d in out)
