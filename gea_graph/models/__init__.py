@@ -1,1 +1,12 @@
-"""gea_graph.models"""
+r"""Whole networks assembled from :mod:`gea_graph.nn` by a typed config.
+
+>>> from gea_graph.models import ModelConfig, build_model
+>>> model = build_model(ModelConfig(family="geaet", task="graph_regression", out_channels=1,
+...                                 hidden=64, layers=4))                      # doctest: +SKIP
+"""
+from gea_graph.models.config import FAMILIES, TASKS, GraphormerConfig, ModelConfig, PEConfig
+from gea_graph.models.networks import (GEAETModel, GraphModel, GraphormerModel, MPNNModel, build_model,
+                                       count_parameters)
+
+__all__ = ["FAMILIES", "TASKS", "ModelConfig", "PEConfig", "GraphormerConfig", "GraphModel", "GEAETModel",
+           "MPNNModel", "GraphormerModel", "build_model", "count_parameters"]

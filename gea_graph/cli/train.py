@@ -1,0 +1,58 @@
+r"""``gea-graph train RECIPE [overrides] [--out DIR] [--resume]``: one training run of a recipe.
+
+The run directory holds ``checkpoints/best.ckpt``, ``checkpoints/last.ckpt``, the resolved ``recipe.yaml``,
+``metrics.csv`` (one row per epoch) and, once finished, ``result.json``. Multi-GPU / multi-node through Lightning's
+DDP: ``--devices 4 --strategy ddp`` (and ``--num-nodes``), with no change to the recipe.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_common_trainer_args(parser: argparse.ArgumentParser) -> None:
+    r"""Lightning placement flags shared by ``train`` and ``bench``."""
+    parser.add_argument("--accelerator", default="auto", help="cpu, gpu, ... (default: auto)")
+    parser.add_argument("--devices", default="auto", help="devices per node: a number, a list, or auto")
+    parser.add_argument("--num-nodes", type=int, default=1, help="number of nodes (default: 1)")
+    parser.add_argument("--strategy", default="auto", help="Lightning strategy, e.g. ddp (default: auto)")
+
+
+def parse_devices(value: str):
+    r"""``"2"`` -> 2, ``"0,1"`` -> [0, 1], ``"auto"`` / ``"-1"`` as Lightning reads them."""
+    if value.isdigit() or (value.startswith("-") and value[1:].isdigit()):
+        return int(value)
+    if "," in value:
+        return [int(v) for v in value.split(",") if v]
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("train", help="train one recipe", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recipe", help="recipe name (in models/) or path to a recipe YAML")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model.hidden=64 trainer.max_epochs=5")
+    parser.add_argument("--out", default=None, help="run directory (default: runs/<recipe>/seed<seed>)")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's first seed)")
+    parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap in minutes")
+    parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_common_trainer_args(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gea_graph.train import CheckpointError, RecipeError, fit, load_recipe
+
+    try:
+        recipe = load_recipe(args.recipe, args.overrides)
+        seed = recipe.trainer.seeds[0] if args.seed is None else args.seed
+        out = args.out or f"runs/{recipe.name}/seed{seed}"
+        fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
+            devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
+            max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress)
+    except (RecipeError, CheckpointError, FileExistsError) as err:
+        print(f"gea-graph train: error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,145 @@
+r"""Typed configuration of a whole network (the ``model:`` section of a recipe).
+
+Everything a model needs to be built is here, so a model can be built (and its parameters counted) without any data:
+input sizes, task and output size are part of the config, not read from a dataset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+FAMILIES = ("geaet", "graphormer", "mpnn")
+TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
+         "target_node", "link_ranking")
+NODE_ENCODERS = ("atom", "embedding", "linear")
+EDGE_ENCODERS = ("bond", "embedding", "linear", "none")
+
+
+@dataclass
+class PEConfig:
+    r"""Positional encoding read from the batch and encoded into the node features.
+
+    Args:
+        kind: ``"lap"`` (reads ``lap_eigvec`` / ``lap_eigval`` / ``lap_mask``) or ``"rw"`` (reads ``rw_pe``).
+        size: ``k`` eigenpairs for LapPE, walk length ``L`` for RWPE (must match the data's ``pe`` spec).
+        dim: Channels the PE takes in the node embedding (concatenated: the node encoder gets ``hidden - dim``).
+        encoder: ``"linear"`` or ``"deepset"`` (LapPE only).
+        layers: Layers of the DeepSet encoder.
+    """
+
+    kind: str
+    size: int
+    dim: int
+    encoder: str = "linear"
+    layers: int = 2
+
+
+@dataclass
+class GraphormerConfig:
+    r"""Graphormer-specific settings (``family: graphormer``).
+
+    Args:
+        max_degree: Largest degree bucket of the centrality encoding.
+        max_distance: Largest shortest-path distance bucket (must match the data's ``spd:N`` spec).
+        max_hops: Edges of a shortest path read by the edge encoding (``0`` disables the edge encoding).
+        ffn_channels: FFN width (``None``: ``hidden``).
+        pre_norm: Pre-LN (Graphormer v1) or post-LN.
+        gfsa_k: ``K`` of GFSA when ``attn: gfsa``.
+    """
+
+    max_degree: int = 64
+    max_distance: int = 20
+    max_hops: int = 5
+    ffn_channels: Optional[int] = None
+    pre_norm: bool = True
+    gfsa_k: int = 2
+
+
+@dataclass
+class ModelConfig:
+    r"""A whole network.
+
+    Args:
+        family: ``"geaet"`` (MPNN / global attention / GEANet branches in parallel, any one switched off),
+            ``"graphormer"`` or ``"mpnn"`` (a plain message-passing stack).
+        task: One of :data:`TASKS`.
+        out_channels: Outputs per prediction (targets, classes or labels; link ranking: the pair-embedding size).
+        hidden: Hidden size :math:`d`.
+        layers: Number of layers.
+        node_encoder: ``"atom"`` (OGB ``AtomEncoder`` on ``x [N, 9] long``), ``"embedding"`` (one table per column of
+            a long ``x``, summed; ``node_vocab`` rows), or ``"linear"`` (float ``x [N, node_in]``).
+        node_in: Input feature columns of ``x`` (``embedding`` and ``linear``).
+        node_vocab: Rows of each embedding table (``embedding``).
+        edge_encoder: ``"bond"`` (OGB ``BondEncoder``), ``"embedding"``, ``"linear"`` or ``"none"`` (no edge
+            features: a single learned edge vector is used where the layer needs edges).
+        edge_in: Edge feature columns (``embedding`` and ``linear``).
+        edge_vocab: Rows of each edge embedding table (``embedding``).
+        mpnn: MPNN branch (``gatedgcn``, ``gcn``, ``gin``, ``gine``) or ``None``.
+        attn: Global attention (``softmax``, ``gfsa``, ``plaplacian``, ``agf``) or ``None``.
+        gea: GEANet branch on/off (``geaet``).
+        heads: Global attention heads.
+        gea_heads: GEANet heads.
+        units: GEANet units :math:`S` (``None``: :math:`d / H`).
+        edge_units, shared_unit, norm_scope: GEANet options.
+        ffn: Feed-forward block after the branch sum (``geaet``).
+        norm: Normalisation name (``batch_norm``, ``layer_norm``, ...).
+        act: Activation name.
+        local_out_act: Activation on the MPNN output before its residual (the GEAET Peptides configs).
+        dropout: Dropout of the branches and the FFN.
+        attn_dropout: Attention dropout.
+        pe: Positional encoding, or ``None``.
+        pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).
+        head_layers: Linear layers of the prediction head (``1`` = a single linear map).
+        head_dropout: Dropout between head layers.
+        aux_weight: Weight of the layers' auxiliary losses (AGF's orthogonality term).
+        graphormer: Graphormer settings.
+    """
+
+    family: str
+    task: str
+    out_channels: int
+    hidden: int
+    layers: int
+    node_encoder: str = "atom"
+    node_in: int = 9
+    node_vocab: int = 0
+    edge_encoder: str = "bond"
+    edge_in: int = 3
+    edge_vocab: int = 0
+    mpnn: Optional[str] = "gatedgcn"
+    attn: Optional[str] = "softmax"
+    gea: bool = True
+    heads: int = 4
+    gea_heads: int = 4
+    units: Optional[int] = None
+    edge_units: bool = False
+    shared_unit: bool = False
+    norm_scope: str = "graph"
+    ffn: bool = True
+    norm: str = "batch_norm"
+    act: str = "relu"
+    local_out_act: bool = False
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    pe: Optional[PEConfig] = None
+    pooling: str = "mean"
+    head_layers: int = 2
+    head_dropout: float = 0.0
+    aux_weight: float = 0.0
+    graphormer: GraphormerConfig = field(default_factory=GraphormerConfig)
+
+    def __post_init__(self) -> None:
+        checks = (("family", self.family, FAMILIES), ("task", self.task, TASKS),
+                  ("node_encoder", self.node_encoder, NODE_ENCODERS),
+                  ("edge_encoder", self.edge_encoder, EDGE_ENCODERS), ("pooling", self.pooling, ("mean", "add")))
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ValueError(f"model.{name}: {value!r} is not one of {', '.join(allowed)}")
+        if self.pe is not None and self.pe.dim >= self.hidden:
+            raise ValueError(f"model.pe.dim ({self.pe.dim}) must be smaller than model.hidden ({self.hidden})")
+        if self.family == "mpnn" and self.mpnn is None:
+            raise ValueError("model.mpnn: the mpnn family needs an MPNN type")
+        if self.family == "geaet" and self.mpnn is None and self.attn is None and not self.gea:
+            raise ValueError("model: a geaet layer needs at least one of mpnn, attn, gea")
+        if self.family == "graphormer" and self.attn is None:
+            raise ValueError("model.attn: the graphormer family needs an attention type")

@@ -1,0 +1,191 @@
+r"""Whole networks: encoders, a layer stack, pooling and a task head, built from a :class:`ModelConfig`.
+
+Every model takes a PyG :class:`~torch_geometric.data.Batch` (fields named as in ``docs/design.md``) and returns its
+predictions without touching the batch:
+
+* ``graph_*`` tasks: ``[B, out_channels]``;
+* ``node_classification``: ``[sum N_i, out_channels]``;
+* ``target_node`` (TreeNeighbourMatch): ``[B, out_channels]``, read at the node flagged by ``target_mask``;
+* ``link_ranking`` (PCQM-Contact): node embeddings ``[sum N_i, out_channels]``, scored by dot product.
+
+:meth:`GraphModel.aux_loss` sums the layers' auxiliary losses (AGF's orthogonality term) times ``aux_weight``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.nn import Dropout, LayerNorm, Module, ModuleList
+from torch_geometric.nn import global_add_pool, global_mean_pool
+
+from gea_graph.models.config import ModelConfig
+from gea_graph.models.encoders import (ConstantEdge, MLPHead, edge_encoder, encode_pe, node_encoder,
+                                       pe_encoder)
+from gea_graph.nn import (CentralityEncoding, GEAETLayer, GraphormerAttnBias, GraphormerLayer, GraphToken,
+                          from_dense, to_dense)
+
+_EDGE_MPNNS = ("gatedgcn", "gine")
+
+
+class GraphModel(Module):
+    r"""Base of the model families: the input encoders, the head and the task readout.
+
+    Subclasses build :attr:`layers` (a :class:`~torch.nn.ModuleList`) and implement :meth:`embed`, which returns the
+    final node representations ``[sum N_i, d]`` (and may return a graph representation ``[B, d]`` directly).
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        pe_dim = cfg.pe.dim if cfg.pe is not None else 0
+        self.node_encoder = node_encoder(cfg, cfg.hidden - pe_dim)
+        self.pe_encoder = pe_encoder(cfg.pe) if cfg.pe is not None else None
+        self.head = MLPHead(cfg.hidden, cfg.out_channels, cfg.head_layers, cfg.head_dropout, cfg.act)
+        self.layers = ModuleList()
+
+    def encode_nodes(self, batch) -> Tensor:
+        r"""Node embeddings ``[sum N_i, d]``: the node encoder's output concatenated with the encoded PE."""
+        x = self.node_encoder(batch.x)
+        if self.pe_encoder is not None:
+            x = encode_pe(self.pe_encoder, self.cfg.pe, x, batch)
+        return x
+
+    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+        r"""Returns ``(node representations, graph representations or None)``."""
+        raise NotImplementedError
+
+    def forward(self, batch) -> Tensor:
+        nodes, graphs = self.embed(batch)
+        task = self.cfg.task
+        if task.startswith("graph_"):
+            if graphs is None:
+                pool = global_mean_pool if self.cfg.pooling == "mean" else global_add_pool
+                graphs = pool(nodes, batch.batch, size=batch.num_graphs)
+            return self.head(graphs)
+        if task == "target_node":
+            return self.head(nodes[batch.target_mask])
+        return self.head(nodes)
+
+    def aux_loss(self) -> Tensor:
+        r"""Weighted sum of the layers' auxiliary losses (``0`` when ``aux_weight`` is 0 or no layer has one).
+
+        A layer's own ``aux_loss()`` is used when it has one, else those of its sub-modules (e.g. the attention)."""
+        ref = next(self.parameters())
+        total = torch.zeros((), dtype=ref.dtype, device=ref.device)
+        if self.cfg.aux_weight == 0.0:
+            return total
+        for layer in self.layers:
+            owners = [layer] if hasattr(layer, "aux_loss") else [
+                m for m in layer.modules() if hasattr(m, "aux_loss")]
+            for owner in owners:
+                loss = owner.aux_loss()
+                if loss is not None:
+                    total = total + loss
+        return self.cfg.aux_weight * total
+
+
+class GEAETModel(GraphModel):
+    r"""GEAET (Liang et al., 2024, Fig. 3): embedding layer, then ``layers`` :class:`~gea_graph.nn.GEAETLayer`
+    (MPNN + global attention + GEANet in parallel, any branch off), then pooling and the head. ``mpnn`` only gives
+    MPNN+GEANet; ``gea: false`` gives the GPS-style MPNN+Transformer; ``family: mpnn`` (see :class:`MPNNModel`)
+    keeps only the MPNN branch."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.edge_encoder = edge_encoder(cfg, cfg.hidden)
+        needs_edges = cfg.mpnn in _EDGE_MPNNS or (cfg.gea and cfg.edge_units)
+        self.constant_edge = ConstantEdge(cfg.hidden) if self.edge_encoder is None and needs_edges else None
+        self.layers = ModuleList([self._layer(cfg) for _ in range(cfg.layers)])
+
+    @staticmethod
+    def _layer(cfg: ModelConfig) -> Module:
+        return GEAETLayer(
+            cfg.hidden, mpnn=cfg.mpnn, attn=cfg.attn, gea=cfg.gea, heads=cfg.heads, gea_heads=cfg.gea_heads,
+            units=cfg.units, edge_units=cfg.edge_units, shared_unit=cfg.shared_unit, norm_scope=cfg.norm_scope,
+            norm=cfg.norm, act=cfg.act, use_ffn=cfg.ffn, dropout=cfg.dropout, attn_dropout=cfg.attn_dropout,
+            local_out_act=cfg.local_out_act)
+
+    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+        x = self.encode_nodes(batch)
+        edge_attr = None
+        if self.edge_encoder is not None:
+            edge_attr = self.edge_encoder(batch.edge_attr)
+        elif self.constant_edge is not None:
+            edge_attr = self.constant_edge(batch.edge_index.size(1))
+        for layer in self.layers:
+            x, edge_attr = layer(x, batch.edge_index, edge_attr, batch.batch, num_graphs=batch.num_graphs)
+        return x, None
+
+
+class MPNNModel(GEAETModel):
+    r"""A plain message-passing baseline (GCN, GIN, GINE or GatedGCN): :class:`GEAETModel` with only the MPNN branch
+    (each layer: ``Norm(x + Dropout(act(MPNN(x))))``, then the layer's final norm; no FFN unless ``ffn``)."""
+
+    @staticmethod
+    def _layer(cfg: ModelConfig) -> Module:
+        return GEAETLayer(cfg.hidden, mpnn=cfg.mpnn, attn=None, gea=False, norm=cfg.norm, act=cfg.act,
+                          use_ffn=cfg.ffn, dropout=cfg.dropout, local_out_act=cfg.local_out_act)
+
+
+class GraphormerModel(GraphModel):
+    r"""Graphormer (Ying et al., 2021) as in the GFSA paper: node encoder + centrality encoding, input dropout,
+    spatial + edge encodings as a dense attention bias, a graph token, ``layers`` pre-LN
+    :class:`~gea_graph.nn.GraphormerLayer` (``attn: gfsa`` gives Graphormer+GFSA), a final LayerNorm, readout at
+    the graph token (graph tasks) or the nodes. The batch needs the ``spd*`` fields (data ``pe: spd:N``). With
+    ``attn: agf`` (no bias possible) the structural bias is not built."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        g = cfg.graphormer
+        self.centrality = CentralityEncoding(cfg.hidden, g.max_degree)
+        self.input_dropout = Dropout(cfg.dropout)
+        self.attn_bias: Optional[Module] = None
+        if cfg.attn != "agf":
+            edge_dim = None
+            num_edge_types = None
+            if g.max_hops > 0 and cfg.edge_encoder in ("bond", "embedding"):
+                edge_dim = 3 if cfg.edge_encoder == "bond" else cfg.edge_in
+                num_edge_types = 6 if cfg.edge_encoder == "bond" else cfg.edge_vocab
+            elif g.max_hops > 0 and cfg.edge_encoder == "linear":
+                edge_dim = cfg.edge_in
+            self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
+                                                max(g.max_hops, 1))
+        self.graph_token = GraphToken(cfg.hidden, cfg.heads)
+        attn_kwargs = {"K": g.gfsa_k} if cfg.attn == "gfsa" else None
+        self.layers = ModuleList([
+            GraphormerLayer(cfg.hidden, cfg.heads, attn=cfg.attn, ffn_channels=g.ffn_channels,
+                            dropout=cfg.dropout, attn_dropout=cfg.attn_dropout, pre_norm=g.pre_norm,
+                            attn_kwargs=attn_kwargs)
+            for _ in range(cfg.layers)
+        ])
+        self.final_norm = LayerNorm(cfg.hidden)
+
+    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+        x = self.centrality(self.encode_nodes(batch), batch.edge_index)
+        x, mask = to_dense(self.input_dropout(x), batch.batch, batch_size=batch.num_graphs)
+        bias = None
+        if self.attn_bias is not None:
+            bias = self.attn_bias.forward_data(batch, max_num_nodes=x.size(1))
+        x, mask, bias = self.graph_token(x, mask, bias)
+        if self.attn_bias is None:
+            bias = None
+        for layer in self.layers:
+            x = layer(x, mask, bias)
+        x = self.final_norm(x)
+        return from_dense(x[:, 1:], mask[:, 1:]), x[:, 0]
+
+
+def build_model(cfg: ModelConfig) -> GraphModel:
+    r"""The network of ``cfg`` (``geaet``: :class:`GEAETModel`, ``graphormer``: :class:`GraphormerModel`,
+    ``mpnn``: :class:`MPNNModel`)."""
+    if cfg.family == "geaet":
+        return GEAETModel(cfg)
+    if cfg.family == "graphormer":
+        return GraphormerModel(cfg)
+    return MPNNModel(cfg)
+
+
+def count_parameters(model: Module) -> int:
+    r"""Number of learnable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

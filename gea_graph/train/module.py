@@ -1,0 +1,157 @@
+r"""The LightningModule of every recipe: loss, metrics (validation and test every epoch, test read at the best
+validation epoch as in GraphGPS), AdamW and the learning-rate schedules."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import lightning as L
+import torch
+import torchmetrics
+from torch import Tensor
+
+from gea_graph.models import build_model, count_parameters
+from gea_graph.train.metrics import (HIGHER_IS_BETTER, loss_fn, make_metric, metric_input, prepare,
+                                     resolve_task)
+from gea_graph.train.recipe import OptimConfig, recipe_from_dict
+
+
+def cosine_with_warmup(warmup: int, total: int) -> Callable[[int], float]:
+    r"""Learning-rate factor per epoch: linear warm-up from ~0 over ``warmup`` epochs, then half a cosine to 0 at
+    ``total`` (GraphGPS's ``cosine_with_warmup``)."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return max(1e-6, step / max(1, warmup))
+        progress = (step - warmup) / max(1, total - warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return factor
+
+
+def polynomial_with_warmup(warmup: int, total: int, lr: float, end_lr: float,
+                           power: float) -> Callable[[int], float]:
+    r"""Learning-rate factor per step: linear warm-up to the peak over ``warmup`` steps, then polynomial decay of
+    ``power`` to ``end_lr`` at ``total`` steps, constant after (Graphormer's ``PolynomialDecayLR``)."""
+
+    def factor(step: int) -> float:
+        if warmup > 0 and step <= warmup:
+            return step / warmup
+        if step >= total:
+            return end_lr / lr
+        remaining = 1.0 - (step - warmup) / max(1, total - warmup)
+        return ((lr - end_lr) * remaining ** power + end_lr) / lr
+
+    return factor
+
+
+class GraphTask(L.LightningModule):
+    r"""Trains the model of a recipe.
+
+    Every epoch runs the validation and the test loader (``dataloader_idx`` 0 and 1), computes both metrics with
+    torchmetrics (synchronised across processes under DDP) and appends a row to :attr:`history` (also saved in the
+    checkpoints, so a resumed run keeps it). :meth:`best` is the row of the best validation metric.
+
+    Args:
+        recipe (dict): The recipe as plain types (:meth:`Recipe.to_dict`), stored as the checkpoint's
+            hyper-parameters so that checkpoints load with ``weights_only=True``.
+        seed (int): The run's seed (re-seeds the global RNG at every epoch, for exact resume).
+    """
+
+    def __init__(self, recipe: Dict[str, Any], seed: int = 0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe_from_dict(recipe)
+        self.seed = seed
+        self.model = build_model(self.recipe.model)
+        tr = self.recipe.trainer
+        self.loss_name, self.metric_name = resolve_task(self.recipe.model, tr.loss, tr.metric)
+        self.loss = loss_fn(self.loss_name)
+        self.task = self.recipe.model.task
+        self.val_metric = make_metric(self.metric_name, self.recipe.model)
+        self.test_metric = make_metric(self.metric_name, self.recipe.model)
+        self.train_loss = torchmetrics.MeanMetric()
+        self.history: List[Dict[str, float]] = []
+        self._epoch_start = 0.0
+
+    @property
+    def higher_is_better(self) -> bool:
+        return HIGHER_IS_BETTER[self.metric_name]
+
+    def num_parameters(self) -> int:
+        return count_parameters(self.model)
+
+    def forward(self, batch) -> Tensor:
+        return self.model(batch)
+
+    # -- training -------------------------------------------------------------------------------------------------
+    def on_train_epoch_start(self) -> None:
+        # The RNG stream of an epoch depends only on (seed, epoch, rank): a resumed run is exact.
+        torch.manual_seed(self.seed * 1_000_003 + self.current_epoch * 101 + self.global_rank)
+        self._epoch_start = time.perf_counter()
+
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        pred, target = prepare(self.model(batch), batch, self.task)
+        loss = self.loss(pred, target)
+        aux = self.model.aux_loss()
+        total = loss + aux
+        size = batch.num_graphs
+        self.train_loss.update(loss.detach().float(), weight=size)
+        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        if self.recipe.model.aux_weight:
+            self.log("train/aux_loss", aux, batch_size=size)
+        return total
+
+    # -- evaluation -----------------------------------------------------------------------------------------------
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        pred, target = prepare(self.model(batch), batch, self.task)
+        metric = self.val_metric if dataloader_idx == 0 else self.test_metric
+        metric.update(*metric_input(self.metric_name, pred, target))
+
+    def on_validation_epoch_end(self) -> None:
+        val = float(self.val_metric.compute())
+        test = float(self.test_metric.compute()) if self.test_metric.update_count else float("nan")
+        self.val_metric.reset()
+        self.test_metric.reset()
+        if self.trainer.sanity_checking:
+            return
+        train_loss = float(self.train_loss.compute()) if self.train_loss.update_count else float("nan")
+        self.train_loss.reset()
+        row = {"epoch": self.current_epoch, "train_loss": train_loss, "val": val, "test": test,
+               "lr": float(self.optimizers().param_groups[0]["lr"]) if self.trainer.optimizers else float("nan"),
+               "time": time.perf_counter() - self._epoch_start if self._epoch_start else 0.0}
+        self.history.append(row)
+        self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True)
+
+    def best(self) -> Optional[Dict[str, float]]:
+        r"""The history row with the best validation metric (first on ties), or ``None`` before any epoch."""
+        rows = [r for r in self.history if not math.isnan(r["val"])]
+        if not rows:
+            return None
+        sign = -1.0 if self.higher_is_better else 1.0
+        return min(rows, key=lambda r: (sign * r["val"], r["epoch"]))
+
+    # -- state ----------------------------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        checkpoint["gea_history"] = [dict(r) for r in self.history]
+
+    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        self.history = [dict(r) for r in checkpoint.get("gea_history", [])]
+
+    # -- optimisation ---------------------------------------------------------------------------------------------
+    def configure_optimizers(self) -> Dict[str, Any]:
+        opt: OptimConfig = self.recipe.optim
+        optimizer = torch.optim.AdamW(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                                      weight_decay=opt.weight_decay)
+        if opt.schedule == "constant":
+            return {"optimizer": optimizer}
+        if opt.schedule == "cosine":
+            factor = cosine_with_warmup(opt.warmup_epochs, self.recipe.trainer.max_epochs)
+            interval = "epoch"
+        else:
+            total = int(self.trainer.estimated_stepping_batches)
+            factor = polynomial_with_warmup(opt.warmup_steps, total, opt.lr, opt.end_lr, opt.power)
+            interval = "step"
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": interval}}

@@ -1,0 +1,331 @@
+r"""Recipes: one YAML file per model x dataset (``models/<model>-<dataset>[-<variant>].yaml``), read into typed
+dataclasses.
+
+A recipe has the sections ``data``, ``model`` (:class:`~gea_graph.models.ModelConfig`), ``optim``, ``trainer`` and,
+for a recipe copying a paper's table, ``paper``. Loading is strict: an unknown key or a missing required key raises
+:class:`RecipeError` naming the key and the file. Overrides such as ``model.hidden=64 trainer.max_epochs=5`` are
+dotted paths whose values are parsed as YAML (so ``64`` is an int, ``1e-3`` a float, ``null`` is ``None``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import yaml
+
+from gea_graph.models import ModelConfig
+
+RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
+
+
+class RecipeError(ValueError):
+    r"""A recipe file or override that cannot be used as it is (the message names the key and the file)."""
+
+
+@dataclass
+class DataConfig:
+    r"""Where the graphs come from. Exactly one of :obj:`name` (a built-in dataset of
+    :func:`gea_graph.data.get_dataset`), :obj:`csv` (a user's molecule CSV, read by
+    :class:`gea_graph.data.MoleculeCSV`) or :obj:`cls` (an importable PyG dataset class, ``"package.module.Class"``).
+
+    Args:
+        name: Built-in dataset name (``zinc``, ``peptides-func``, ``tree-r3``, ...).
+        csv: Path of a molecule CSV (relative paths are read from the working directory).
+        cls: Dotted path of a dataset class; called as ``cls(root=..., split=..., **options)`` when it takes a
+            ``split`` argument, else as ``cls(root=..., **options)`` (or without ``root`` if it takes none) and split
+            at random 80/10/10 (seeded by :obj:`split_seed`).
+        options: Extra keyword arguments of the dataset.
+        root: Data root (``None``: ``$GEA_GRAPH_DATA`` or ``./datasets``).
+        pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``).
+        subset: Use only the first ``subset`` graphs of each split (quick runs).
+        split_seed: Seed of the random split of a class without splits.
+    """
+
+    name: Optional[str] = None
+    csv: Optional[str] = None
+    cls: Optional[str] = None
+    options: Dict[str, Any] = field(default_factory=dict)
+    root: Optional[str] = None
+    pe: Optional[str] = None
+    subset: Optional[int] = None
+    split_seed: int = 0
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("name", "csv", "cls") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("data: give exactly one of 'name', 'csv' or 'cls'"
+                             + (f" (got {', '.join(given)})" if given else ""))
+
+    @property
+    def label(self) -> str:
+        r"""Short name of the dataset for result tables."""
+        if self.name is not None:
+            return self.name
+        if self.csv is not None:
+            return Path(self.csv).stem
+        return str(self.cls).rsplit(".", 1)[-1]
+
+
+@dataclass
+class OptimConfig:
+    r"""AdamW and the learning-rate schedule.
+
+    Args:
+        lr: Peak learning rate.
+        weight_decay: AdamW weight decay.
+        betas: AdamW betas.
+        eps: AdamW epsilon.
+        schedule: ``"cosine"`` (linear warm-up over :obj:`warmup_epochs`, then half a cosine to 0 at the last
+            epoch; stepped per epoch, as GraphGPS/GEAET), ``"polynomial"`` (linear warm-up over :obj:`warmup_steps`,
+            then polynomial decay of power :obj:`power` to :obj:`end_lr` at the last step; stepped per step, as
+            Graphormer) or ``"constant"``.
+        warmup_epochs: Warm-up length of the cosine schedule.
+        warmup_steps: Warm-up length of the polynomial schedule.
+        end_lr: Final learning rate of the polynomial schedule.
+        power: Power of the polynomial decay (1: linear).
+        clip: Gradient-norm clipping (``None``: off).
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    schedule: str = "cosine"
+    warmup_epochs: int = 0
+    warmup_steps: int = 0
+    end_lr: float = 1e-9
+    power: float = 1.0
+    clip: Optional[float] = 1.0
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("cosine", "polynomial", "constant"):
+            raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, constant")
+
+
+@dataclass
+class TrainerConfig:
+    r"""Training loop settings.
+
+    Args:
+        max_epochs: Epochs.
+        batch_size: Training batch size (per process).
+        eval_batch_size: Validation/test batch size (``None``: :obj:`batch_size`).
+        seeds: Seeds of a benchmark (``gea-graph train`` uses the first unless ``--seed`` is given).
+        precision: Lightning precision (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``) or ``"auto"``
+            (bf16-mixed on a GPU that supports it, else 32-true).
+        max_time: Wall-clock cap of a run in minutes (``None``: none).
+        num_workers: Data-loader workers.
+        loss: ``"auto"`` (by task: L1 for regression, cross-entropy for classes, BCE for multi-label, a softmax over
+            candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"bce"``.
+        metric: ``"auto"`` (by task: MAE, accuracy, AP, macro-F1 for node classification, MRR) or one of
+            ``"mae"``, ``"accuracy"``, ``"ap"``, ``"f1"``, ``"mrr"``.
+        log_every_n_steps: Lightning's logging interval.
+    """
+
+    max_epochs: int = 100
+    batch_size: int = 32
+    eval_batch_size: Optional[int] = None
+    seeds: List[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    precision: str = "auto"
+    max_time: Optional[float] = None
+    num_workers: int = 0
+    loss: str = "auto"
+    metric: str = "auto"
+    log_every_n_steps: int = 50
+
+
+@dataclass
+class PaperConfig:
+    r"""The published result a recipe copies.
+
+    Args:
+        source: Paper and table, e.g. ``"GEAET (Liang et al., 2024), Table 1"``.
+        metric: Metric name as published (``"MAE"``, ``"AP"``, ...).
+        value: Published mean (test) score.
+        std: Published standard deviation.
+        params: Published parameter count (the recipe's model must match it; see :obj:`params_rtol`).
+        params_rtol: Relative tolerance of the count (``0``: exact; e.g. 0.05 for a paper that says "500K").
+    """
+
+    source: str
+    metric: str
+    value: float
+    std: Optional[float] = None
+    params: Optional[int] = None
+    params_rtol: float = 0.0
+
+
+@dataclass
+class Recipe:
+    r"""A complete experiment: data, model, optimiser, training loop (and the paper it copies)."""
+
+    data: DataConfig
+    model: ModelConfig
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    paper: Optional[PaperConfig] = None
+    name: str = ""
+    description: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
+        return dataclasses.asdict(self)
+
+
+# -- locating -------------------------------------------------------------------------------------------------------
+
+
+def recipe_dirs() -> List[Path]:
+    r"""Folders searched for recipe names: ``$GEA_GRAPH_RECIPES`` (``os.pathsep``-separated), ``./models`` and the
+    ``models/`` folder of the repository holding this package."""
+    dirs = [Path(p) for p in os.environ.get(RECIPE_DIR_ENV, "").split(os.pathsep) if p]
+    dirs.append(Path.cwd() / "models")
+    dirs.append(Path(__file__).resolve().parents[2] / "models")
+    return dirs
+
+
+def resolve_recipe(spec: Union[str, os.PathLike]) -> Path:
+    r"""A recipe path from a path or a name (``geaet-zinc-quick`` -> ``models/geaet-zinc-quick.yaml``)."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
+        if not path.is_file():
+            raise RecipeError(f"recipe file {str(path)!r} does not exist")
+        return path
+    for folder in recipe_dirs():
+        for suffix in (".yaml", ".yml"):
+            candidate = folder / f"{spec}{suffix}"
+            if candidate.is_file():
+                return candidate
+    raise RecipeError(f"no recipe named {str(spec)!r} in {', '.join(str(d) for d in recipe_dirs())}")
+
+
+def available_recipes() -> List[str]:
+    r"""Names of the recipes found in :func:`recipe_dirs`."""
+    names = set()
+    for folder in recipe_dirs():
+        if folder.is_dir():
+            names.update(p.stem for p in folder.glob("*.yaml"))
+    return sorted(names)
+
+
+# -- parsing --------------------------------------------------------------------------------------------------------
+
+
+def parse_override(text: str) -> tuple[List[str], Any]:
+    r"""``"model.hidden=64"`` -> ``(["model", "hidden"], 64)`` (the value parsed as YAML)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise RecipeError(f"override {text!r} is not of the form section.key=value")
+    return key.strip().split("."), yaml.safe_load(value) if value.strip() else None
+
+
+def apply_overrides(raw: Dict[str, Any], overrides: Sequence[str]) -> Dict[str, Any]:
+    r"""Sets each dotted override in the raw recipe dictionary (in place; returns it)."""
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = raw
+        for key in keys[:-1]:
+            if node.get(key) is None:
+                node[key] = {}
+            node = node[key]
+            if not isinstance(node, dict):
+                raise RecipeError(f"override {text!r}: {key!r} is not a section")
+        node[keys[-1]] = value
+    return raw
+
+
+def _is_optional(tp: Any) -> tuple[bool, Any]:
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) < len(typing.get_args(tp)):
+            return True, args[0] if len(args) == 1 else Union[tuple(args)]
+    return False, tp
+
+
+def _convert(tp: Any, value: Any, where: str, source: str) -> Any:
+    optional, inner = _is_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        raise RecipeError(f"{source}: key '{where}' must not be null")
+    if dataclasses.is_dataclass(inner):
+        return build_dataclass(inner, value, where, source)
+    origin = typing.get_origin(inner)
+    if origin in (list, List):
+        if not isinstance(value, (list, tuple)):
+            raise RecipeError(f"{source}: key '{where}' must be a list, got {value!r}")
+        (item,) = typing.get_args(inner) or (Any,)
+        return [_convert(item, v, f"{where}[{i}]", source) for i, v in enumerate(value)]
+    if origin in (dict, Dict):
+        if not isinstance(value, dict):
+            raise RecipeError(f"{source}: key '{where}' must be a mapping, got {value!r}")
+        return dict(value)
+    if inner is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if inner is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML 1.1 reads "1e-3" as a string
+        except ValueError:
+            pass
+    if inner in (int, str, bool, float) and not (isinstance(value, inner)
+                                                 and not (inner is int and isinstance(value, bool))):
+        raise RecipeError(f"{source}: key '{where}' must be {inner.__name__}, got {value!r}")
+    return value
+
+
+def build_dataclass(cls: type, raw: Any, where: str, source: str) -> Any:
+    r"""Builds dataclass ``cls`` from a mapping, strictly: unknown keys, missing required keys, wrong types and
+    invalid values raise :class:`RecipeError` naming ``where.key`` and ``source``."""
+    prefix = f"{where}." if where else ""
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{source}: section '{where or '<top>'}' must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in raw if k not in fields]
+    if unknown:
+        raise RecipeError(f"{source}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(fields)})")
+    missing = [name for name, f in fields.items() if name not in raw and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise RecipeError(f"{source}: missing required key '{prefix}{missing[0]}'")
+    values = {k: _convert(hints[k], v, f"{prefix}{k}", source) for k, v in raw.items()}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as err:
+        raise RecipeError(f"{source}: {err}") from None
+
+
+def recipe_from_dict(raw: Dict[str, Any], source: str = "<recipe>", name: str = "") -> Recipe:
+    r"""A :class:`Recipe` from a raw dictionary (strict; see :func:`build_dataclass`)."""
+    raw = dict(raw)
+    raw.setdefault("name", name)
+    return build_dataclass(Recipe, raw, "", source)
+
+
+def load_recipe(spec: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> Recipe:
+    r"""Reads a recipe by name or path and applies dotted overrides."""
+    path = resolve_recipe(spec)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe must be a mapping of sections")
+    apply_overrides(raw, overrides)
+    recipe = recipe_from_dict(raw, str(path), path.stem)
+    if not recipe.name:
+        recipe.name = path.stem
+    return recipe
+
+
+def dump_recipe(recipe: Recipe, path: Union[str, os.PathLike]) -> None:
+    r"""Writes the resolved recipe as YAML (atomically)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+    os.replace(tmp, path)
