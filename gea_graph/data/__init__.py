@@ -1,1 +1,128 @@
-"""gea_graph.data"""
+"""Datasets, raw-file fetching (mirror, download, MD5), safe unpickling and atomic caches.
+
+Registry (for the training code and the ``gea-graph data`` command)::
+
+    get_dataset(name: str, root: str | None = None, split: str = "train", pe: str | None = None,
+                transform=None, pre_transform=None, **kwargs) -> torch_geometric.data.InMemoryDataset
+
+- ``name``: a key of :data:`DATASETS` (``zinc``, ``peptides-func``, ``peptides-struct``, ``pcqm4mv2``,
+  ``pcqm-contact``, ``pascalvoc-sp``, ``coco-sp``, ``tree-r2`` ... ``tree-r7``), or ``tree`` with ``depth=``.
+- ``root``: data root (default ``$GEA_GRAPH_DATA``, else ``./datasets``).
+- ``split``: one of ``DATASETS[name].splits`` (``train``/``val``/``test`` for most; ``train``/``test`` for the
+  trees; ``train``/``val``/``test-dev``/``test-challenge`` for PCQM4Mv2, whose last two are unlabelled).
+- ``pe``: positional encodings computed once as ``pre_transform`` and cached, e.g. ``"lap:8,rw:20"`` or
+  ``"lap:8,rw:20,spd:20"`` (:func:`gea_graph.transforms.parse_pe`).
+- ``kwargs`` go to the dataset class (e.g. ``skip_invalid=True`` for molecules, ``seed=`` for trees).
+
+Each :class:`DatasetInfo` in :data:`DATASETS` also records the task, metric, number of classes / targets and the
+public source. Fields of the graphs are fixed by ``docs/design.md`` (data schema).
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple, Type
+
+from torch_geometric.data import InMemoryDataset
+
+from gea_graph.data.base import CachedDataset, atomic_torch_save, cache_key
+from gea_graph.data.config import PathLike, data_root, mirror_root
+from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
+from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
+from gea_graph.data.molecules import (
+    ZINC,
+    InvalidSmilesError,
+    MoleculeCSV,
+    PCQM4Mv2,
+    PeptidesFunctional,
+    PeptidesStructural,
+)
+from gea_graph.data.safe_pickle import UnsafePickleError
+from gea_graph.data.tree import TreeNeighbourMatch
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A registry entry: the class, its fixed arguments and what the dataset is."""
+
+    cls: Type[InMemoryDataset]
+    task: str
+    metric: str
+    source: str
+    folder: str
+    splits: Tuple[str, ...] = ("train", "val", "test")
+    num_outputs: int = 1
+    mirror_dir: Optional[str] = None
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+_LRGB_SOURCE = "LRGB (Dwivedi et al. 2022), Dropbox files of PyG's LRGBDataset"
+
+DATASETS: Dict[str, DatasetInfo] = {
+    "zinc": DatasetInfo(ZINC, "graph regression", "MAE", "datamol-io/graphium ZINC_bench_gnn (Benchmarking GNNs)",
+                        "zinc", mirror_dir="zinc-subset"),
+    "peptides-func": DatasetInfo(PeptidesFunctional, "10-task multi-label graph classification", "AP",
+                                 _LRGB_SOURCE, "peptides-func", num_outputs=10, mirror_dir="peptides-func"),
+    "peptides-struct": DatasetInfo(PeptidesStructural, "11-target graph regression", "MAE", _LRGB_SOURCE,
+                                   "peptides-struct", num_outputs=11, mirror_dir="peptides-struct"),
+    "pcqm4mv2": DatasetInfo(PCQM4Mv2, "graph regression (HOMO-LUMO gap)", "MAE", "OGB-LSC pcqm4m-v2.zip",
+                            "pcqm4m-v2", splits=PCQM4Mv2.splits, mirror_dir="pcqm4mv2"),
+    "pcqm-contact": DatasetInfo(PCQMContact, "inductive link prediction", "MRR", _LRGB_SOURCE, "pcqm-contact",
+                                mirror_dir="pcqm-contact"),
+    "pascalvoc-sp": DatasetInfo(PascalVOCSP, "node classification (21 classes)", "macro F1", _LRGB_SOURCE,
+                                "pascalvoc-sp", num_outputs=21, mirror_dir="pascalvoc-sp"),
+    "coco-sp": DatasetInfo(COCOSP, "node classification (81 classes)", "macro F1", _LRGB_SOURCE, "coco-sp",
+                           num_outputs=81, mirror_dir="coco-sp"),
+}
+for _depth in range(2, 8):
+    DATASETS[f"tree-r{_depth}"] = DatasetInfo(
+        TreeNeighbourMatch, f"root classification ({2 ** _depth} classes)", "accuracy",
+        "generated (Alon & Yahav 2021), seeded", f"tree-r{_depth}", splits=("train", "test"),
+        num_outputs=2 ** _depth, kwargs={"depth": _depth})
+
+
+def get_dataset(name: str, root: Optional[PathLike] = None, split: str = "train", pe: Optional[str] = None,
+                transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
+                **kwargs: Any) -> InMemoryDataset:
+    """Builds (once, then from cache) and returns one split of a registered dataset; see the module docstring."""
+    key = name.lower()
+    if key == "tree":
+        if "depth" not in kwargs:
+            raise ValueError("dataset 'tree' needs depth=<r> (or use the names tree-r2 ... tree-r7)")
+        key = f"tree-r{kwargs['depth']}"
+        if key not in DATASETS:
+            return TreeNeighbourMatch(root, split=split, pe=pe, transform=transform, pre_transform=pre_transform,
+                                      **kwargs)
+    if key not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)} (or 'tree' with depth=)")
+    info = DATASETS[key]
+    return info.cls(root, split=split, pe=pe, transform=transform, pre_transform=pre_transform,
+                    **{**info.kwargs, **kwargs})
+
+
+def availability(name: str, root: Optional[PathLike] = None) -> str:
+    """Where a dataset would come from now: ``processed`` (a cache exists), ``raw`` (raw files are in the data root),
+    ``mirror`` (in ``$GEA_GRAPH_MIRROR``), ``generated`` (trees) or ``download``."""
+    info = DATASETS[name]
+    folder = osp.join(str(data_root(root)), info.folder)
+    if osp.isdir(osp.join(folder, "processed")):
+        return "processed"
+    if info.cls is TreeNeighbourMatch:
+        return "generated"
+    if osp.isdir(osp.join(folder, "raw")):
+        return "raw"
+    mirror = mirror_root()
+    if mirror is not None and info.mirror_dir is not None and osp.isdir(osp.join(mirror, info.mirror_dir)):
+        return "mirror"
+    return "download"
+
+
+__all__ = [
+    "DATASETS", "DatasetInfo", "get_dataset", "availability",
+    "ZINC", "PeptidesFunctional", "PeptidesStructural", "PCQM4Mv2", "PCQMContact", "PascalVOCSP", "COCOSP",
+    "TreeNeighbourMatch", "MoleculeCSV",
+    "CachedDataset", "RawFile", "fetch", "md5sum", "check_gzip", "atomic_torch_save", "cache_key",
+    "data_root", "mirror_root",
+    "RawFileError", "InvalidSmilesError", "UnsafePickleError",
+]

@@ -1,0 +1,161 @@
+"""PCQM-Contact, PascalVOC-SP and COCO-SP: PyG's :class:`~torch_geometric.datasets.LRGBDataset` with our raw-file
+handling (mirror, MD5 where published, safe loading, atomic keyed caches)."""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+import shutil
+import zipfile
+from typing import Callable, List, Optional, Sequence
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.datasets import LRGBDataset
+from torch_geometric.transforms import Compose
+from tqdm.auto import tqdm
+
+from gea_graph.data import safe_pickle
+from gea_graph.data.base import cache_key, save_collated
+from gea_graph.data.config import PathLike, data_root
+from gea_graph.data.download import RawFile, fetch
+from gea_graph.transforms import apply_many, parse_pe
+
+
+class _LRGB(LRGBDataset):
+    """Reuses :class:`LRGBDataset`'s names, URLs, raw layout (``root/<name>/raw/{train,val,test}.{pt,pickle}``) and
+    COCO label map. Replaced: ``download`` (mirror first, temp-name + rename), ``process`` (PyG reads the superpixel
+    pickles with a bare ``pickle.load`` and falls back to ``torch.load(weights_only=False)``; we use
+    :mod:`gea_graph.data.safe_pickle` and ``weights_only=True``, batch the pre-transform and save atomically), and
+    the processed folder, keyed by the pre-transform as in :class:`~gea_graph.data.base.CachedDataset`.
+
+    LRGB publishes no checksums for these archives, so they are used unchecked (with a warning).
+    """
+
+    lrgb_name: str = ""
+    splits = ("train", "val", "test")
+
+    def __init__(self, root: Optional[PathLike] = None, split: str = "train", transform: Optional[Callable] = None,
+                 pre_transform: Optional[Callable] = None, pre_filter: Optional[Callable] = None,
+                 pe: Optional[str] = None, force_reload: bool = False) -> None:
+        if split not in self.splits:
+            raise ValueError(f"{self.__class__.__name__} has splits {list(self.splits)}, not {split!r}")
+        self.split = split
+        pe_transform = parse_pe(pe)
+        if pe_transform is not None:
+            pre_transform = pe_transform if pre_transform is None else Compose([pre_transform, pe_transform])
+        super().__init__(str(data_root(root)), self.lrgb_name, split, transform, pre_transform, pre_filter,
+                         force_reload)
+
+    @property
+    def archive(self) -> RawFile:
+        url = self.urls[self.name]
+        return RawFile(url.rsplit("/", 1)[-1].split("?")[0], url, None, self.name)
+
+    @property
+    def processed_dir(self) -> str:
+        return osp.join(self.root, self.name, "processed", cache_key(self.pre_transform, self.pre_filter))
+
+    def download(self) -> None:
+        archive = fetch(self.archive, self.root)
+        extracted = osp.join(self.root, self.dwnld_file_name[self.name])
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(self.root)
+        if osp.isdir(self.raw_dir):
+            shutil.rmtree(self.raw_dir)
+        os.replace(extracted, self.raw_dir)
+        os.unlink(archive)
+
+    def read_split(self, split: str) -> List[tuple]:
+        """The raw graphs of one split, as LRGB stores them (tuples of tensors)."""
+        if self.name.endswith("-sp"):
+            return safe_pickle.load(osp.join(self.raw_dir, f"{split}.pickle"), allow_torch_tensors=True)
+        return torch.load(osp.join(self.raw_dir, f"{split}.pt"), weights_only=True)
+
+    def to_data(self, graph: Sequence) -> Data:
+        raise NotImplementedError
+
+    def process(self) -> None:
+        out = {}
+        for split in self.splits:
+            graphs = self.read_split(split)
+            data_list = [self.to_data(g) for g in tqdm(graphs, desc=f"{self.name} {split}", leave=False,
+                                                       disable=len(graphs) < 1000)]
+            if self.pre_filter is not None:
+                data_list = [d for d in data_list if self.pre_filter(d)]
+            out[split] = apply_many(self.pre_transform, data_list)
+        os.makedirs(self.processed_dir, exist_ok=True)
+        for split, data_list in out.items():
+            save_collated(data_list, osp.join(self.processed_dir, f"{split}.pt"))
+
+
+class PCQMContact(_LRGB):
+    r"""PCQM-Contact from the `"Long Range Graph Benchmark" <https://arxiv.org/abs/2206.08164>`_: 529,434 molecules,
+    inductive link prediction of 3D contacts (MRR).
+
+    Graphs have OGB features (``x`` :math:`(N, 9)`, ``edge_attr`` :math:`(E, 3)` long) and LRGB's link targets:
+    ``edge_label_index`` :math:`(2, E_{label})` long (node pairs; it contains ``index``, so batching offsets it) and
+    ``edge_label`` :math:`(E_{label})` (1 = contact, 0 = negative pair). No ``y``.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    lrgb_name = "pcqm-contact"
+
+    def to_data(self, graph: Sequence) -> Data:
+        x, edge_attr, edge_index, edge_label_index, edge_label = graph
+        return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, edge_label_index=edge_label_index,
+                    edge_label=edge_label)
+
+
+class _Superpixels(_LRGB):
+    _remap: Optional[torch.Tensor] = None
+
+    def _coco_remap(self) -> torch.Tensor:
+        """PyG's COCO label map as a look-up tensor (original category id -> 0..80)."""
+        if self._remap is None:
+            table = self.label_remap_coco()
+            self._remap = torch.full((max(table) + 1,), -1, dtype=torch.long)
+            for original, new in table.items():
+                self._remap[original] = new
+        return self._remap
+
+    def to_data(self, graph: Sequence) -> Data:
+        x, edge_attr, edge_index, y = graph
+        y = torch.as_tensor(y, dtype=torch.long)
+        if self.name == "coco-sp":
+            y = self._coco_remap()[y]
+        return Data(x=torch.as_tensor(x).float(), edge_index=torch.as_tensor(edge_index),
+                    edge_attr=torch.as_tensor(edge_attr).float(), y=y)
+
+
+class PascalVOCSP(_Superpixels):
+    r"""PascalVOC-SP from the `"Long Range Graph Benchmark" <https://arxiv.org/abs/2206.08164>`_: 11,355 superpixel
+    graphs, 21-class node classification (macro F1).
+
+    ``x`` :math:`(N, 14)` float (RGB statistics and position), ``edge_attr`` :math:`(E, 2)` float, ``y`` :math:`(N)`
+    long.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    lrgb_name = "pascalvoc-sp"
+
+
+class COCOSP(_Superpixels):
+    r"""COCO-SP from the `"Long Range Graph Benchmark" <https://arxiv.org/abs/2206.08164>`_: 123,286 superpixel
+    graphs, 81-class node classification (macro F1). COCO's non-contiguous category ids are mapped to 0..80 with
+    PyG's ``label_remap_coco``.
+
+    ``x`` :math:`(N, 14)` float, ``edge_attr`` :math:`(E, 2)` float, ``y`` :math:`(N)` long.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    lrgb_name = "coco-sp"

@@ -1,0 +1,471 @@
+"""Molecular datasets: SMILES featurised with OGB's atom and bond features.
+
+Every graph has ``x`` ``[N, 9] long`` (OGB atom features; ``AtomEncoder`` applies), ``edge_index`` ``[2, E]`` (both
+directions), ``edge_attr`` ``[E, 3] long`` (OGB bond features; ``BondEncoder`` applies), ``y`` and ``smiles``. The
+stored SMILES is the one the graph was built from, so atom ``i`` of ``Chem.MolFromSmiles(data.smiles)`` is node ``i``
+(what per-atom pictures need).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import os
+import os.path as osp
+import zipfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import torch
+from ogb.utils.features import allowable_features
+from rdkit import Chem, RDLogger
+from torch_geometric.data import Data
+from tqdm.auto import tqdm
+
+from gea_graph.data import safe_pickle
+from gea_graph.data.base import CachedDataset
+from gea_graph.data.config import PathLike
+from gea_graph.data.download import RawFile, check_gzip, fetch
+
+# What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
+_NUMPY_SAFE_GLOBALS = [np.ndarray, np.dtype, np.dtypes.Int64DType, np.dtypes.Int32DType]
+try:  # numpy >= 2
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # pragma: no cover
+    from numpy.core.multiarray import _reconstruct
+_NUMPY_SAFE_GLOBALS.append(_reconstruct)
+
+GRAPHIUM = "https://raw.githubusercontent.com/datamol-io/graphium/2573628b14751178679cd4606a1523486585d873"
+
+
+class InvalidSmilesError(ValueError):
+    """RDKit cannot parse a SMILES of a dataset."""
+
+
+def _lookup(name: str, enum: Optional[type] = None) -> Tuple[Dict, int]:
+    """OGB's list ``allowable_features[name]`` as a dict value -> index (enum members where the list holds their
+    names), and the index OGB's ``safe_index`` gives unlisted values (the last one)."""
+    values = allowable_features[name]
+    table = {}
+    for i, value in enumerate(values):
+        if value == "misc":
+            continue
+        table[getattr(enum, value) if enum is not None else value] = i
+    return table, len(values) - 1
+
+
+_ATOMIC_NUM = _lookup("possible_atomic_num_list")
+_CHIRALITY = _lookup("possible_chirality_list", Chem.rdchem.ChiralType)
+_DEGREE = _lookup("possible_degree_list")
+_CHARGE = _lookup("possible_formal_charge_list")
+_NUM_H = _lookup("possible_numH_list")
+_RADICAL = _lookup("possible_number_radical_e_list")
+_HYBRID = _lookup("possible_hybridization_list", Chem.rdchem.HybridizationType)
+_BOND_TYPE = _lookup("possible_bond_type_list", Chem.rdchem.BondType)
+_STEREO = _lookup("possible_bond_stereo_list", Chem.rdchem.BondStereo)
+
+
+def mol_arrays(mol: Chem.Mol) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """OGB's featurisation of an RDKit molecule: ``(x [N, 9], edge_index [2, E], edge_attr [E, 3])`` int64, the same
+    arrays as ``ogb.utils.smiles2graph`` (checked in the tests), computed with dict look-ups and indexed atom access
+    instead of OGB's ``list.index`` calls and RDKit's slow atom iterator (about 2x faster on Peptides)."""
+    atoms = []
+    for a in range(mol.GetNumAtoms()):
+        atom = mol.GetAtomWithIdx(a)
+        atoms.append((
+            _ATOMIC_NUM[0].get(atom.GetAtomicNum(), _ATOMIC_NUM[1]),
+            _CHIRALITY[0].get(atom.GetChiralTag(), _CHIRALITY[1]),
+            _DEGREE[0].get(atom.GetTotalDegree(), _DEGREE[1]),
+            _CHARGE[0].get(atom.GetFormalCharge(), _CHARGE[1]),
+            _NUM_H[0].get(atom.GetTotalNumHs(), _NUM_H[1]),
+            _RADICAL[0].get(atom.GetNumRadicalElectrons(), _RADICAL[1]),
+            _HYBRID[0].get(atom.GetHybridization(), _HYBRID[1]),
+            int(atom.GetIsAromatic()),
+            int(atom.IsInRing()),
+        ))
+    edges, feats = [], []
+    for b in range(mol.GetNumBonds()):
+        bond = mol.GetBondWithIdx(b)
+        i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
+        # OGB's stereo look-up has no "misc" slot: an unlisted stereo is an error there and here.
+        feat = (_BOND_TYPE[0].get(bond.GetBondType(), _BOND_TYPE[1]), _STEREO[0][bond.GetStereo()],
+                int(bond.GetIsConjugated()))
+        edges += [(i, j), (j, i)]
+        feats += [feat, feat]
+    x = np.array(atoms, dtype=np.int64).reshape(-1, 9)
+    edge_index = np.ascontiguousarray(np.array(edges, dtype=np.int64).reshape(-1, 2).T)
+    return x, edge_index, np.array(feats, dtype=np.int64).reshape(-1, 3)
+
+
+def _featurize_chunk(smiles: Sequence[object]) -> List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
+    out = []
+    for smi in smiles:
+        mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
+        out.append(None if mol is None else mol_arrays(mol))
+    return out
+
+
+def _featurize_all(smiles: Sequence[object], desc: str) -> List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Featurises in worker processes for big inputs (RDKit parsing and per-atom calls are the slow part of every
+    molecular build); ``$GEA_GRAPH_WORKERS`` caps the number of workers."""
+    workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1))
+    chunk = 500
+    pieces = [list(smiles[i:i + chunk]) for i in range(0, len(smiles), chunk)]
+    bar = tqdm(total=len(smiles), desc=desc, leave=False, disable=len(smiles) < 2000)
+    out: List = []
+    if workers <= 1 or len(smiles) < 4 * chunk:
+        for piece in pieces:
+            out += _featurize_chunk(piece)
+            bar.update(len(piece))
+    else:
+        # fork: the workers only run RDKit and numpy, and start instantly with the parent's imports.
+        with ProcessPoolExecutor(min(workers, len(pieces)), mp_context=get_context("fork")) as pool:
+            for piece, result in zip(pieces, pool.map(_featurize_chunk, pieces)):
+                out += result
+                bar.update(len(piece))
+    bar.close()
+    return out
+
+
+def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_invalid: bool = False,
+              report_path: Optional[PathLike] = None, desc: str = "featurize") -> List[Optional[Data]]:
+    """Turns SMILES into graphs with ``y = targets[i]`` (``targets`` is ``[M, T]``; each graph gets ``y`` of shape
+    ``[1]`` when :math:`T = 1`, else ``[1, T]``).
+
+    A SMILES RDKit cannot parse raises :class:`InvalidSmilesError` naming its row and text, before anything is
+    cached. With :obj:`skip_invalid`, such rows become :obj:`None` in the output instead, and are listed (row,
+    SMILES) in a CSV at :obj:`report_path`.
+    """
+    arrays = _featurize_all(list(smiles), desc)
+    bad = [(row, smi) for row, (smi, arr) in enumerate(zip(smiles, arrays)) if arr is None]
+    if bad and not skip_invalid:
+        row, smi = bad[0]
+        raise InvalidSmilesError(
+            f"{source}: row {row} (0-based, header excluded) has a SMILES RDKit cannot parse: {smi!r}"
+            f"{f' ({len(bad) - 1} more such rows)' if len(bad) > 1 else ''}. Fix or remove the row, or pass "
+            f"skip_invalid=True to skip such rows (they are then listed in a report file).")
+    if skip_invalid and report_path is not None:
+        os.makedirs(osp.dirname(osp.abspath(report_path)), exist_ok=True)
+        with open(report_path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["row", "smiles"])
+            writer.writerows(bad)
+    targets = torch.tensor(np.asarray(targets, dtype=np.float32)).view(len(arrays), -1)
+
+    def y_of(row: int) -> torch.Tensor:  # design.md: [1] for one target, [1, T] for several
+        return targets[row].clone() if targets.shape[1] == 1 else targets[row:row + 1].clone()
+
+    out: List[Optional[Data]] = []
+    for row, (smi, arr) in enumerate(zip(smiles, arrays)):
+        if arr is None:
+            out.append(None)
+            continue
+        x, edge_index, edge_attr = arr
+        out.append(Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
+                        edge_attr=torch.from_numpy(edge_attr), y=y_of(row), smiles=smi,
+                        num_nodes=x.shape[0]))
+    return out
+
+
+def _take(graphs: List[Optional[Data]], index: Sequence[int]) -> List[Data]:
+    return [graphs[i] for i in index if graphs[i] is not None]
+
+
+class _MoleculeDataset(CachedDataset):
+    """Shared options of the molecular datasets: :obj:`skip_invalid` (see :func:`featurize`)."""
+
+    def __init__(self, root: Optional[PathLike] = None, split: str = "train", transform: Optional[Callable] = None,
+                 pre_transform: Optional[Callable] = None, pre_filter: Optional[Callable] = None,
+                 pe: Optional[str] = None, force_reload: bool = False, skip_invalid: bool = False) -> None:
+        self.skip_invalid = skip_invalid
+        super().__init__(root, split, transform, pre_transform, pre_filter, pe, force_reload)
+
+    def cache_extra(self) -> str:
+        return "skip_invalid" if self.skip_invalid else ""
+
+    @property
+    def report_path(self) -> str:
+        """Where skipped SMILES are listed when :obj:`skip_invalid` is set."""
+        return osp.join(self.processed_dir, "skipped_smiles.csv")
+
+    def _featurize(self, smiles: Sequence[str], targets: np.ndarray, source: str) -> List[Optional[Data]]:
+        return featurize(smiles, targets, source, self.skip_invalid,
+                         self.report_path if self.skip_invalid else None, desc=f"{self.folder}: featurize")
+
+
+class ZINC(_MoleculeDataset):
+    r"""The ZINC 12k subset of the `"Benchmarking Graph Neural Networks" <https://arxiv.org/abs/2003.00982>`_
+    suite (the graphs of PyG's ``ZINC(subset=True)``), read from SMILES so that OGB features apply.
+
+    Target ``y`` :math:`(1)` float: ``score`` (constrained solubility, logP - SA). Splits from the official index
+    file: 10,000 / 1,000 / 1,000, in that file's order.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    folder = "zinc"
+    raw_files = (
+        RawFile("smiles_score.csv", f"{GRAPHIUM}/ZINC_bench_gnn/smiles_score.csv",
+                "3dc7b381a35702966b23265bff925ad5", "zinc-subset"),
+        RawFile("indexes_train_val_test.csv", f"{GRAPHIUM}/ZINC_bench_gnn/indexes_train_val_test.csv",
+                "dd522702ed4b897c78ad0d98758cb55d", "zinc-subset"),
+    )
+
+    def build(self) -> Dict[str, List[Data]]:
+        path = self.raw_path("smiles_score.csv")
+        table = pd.read_csv(path)
+        graphs = self._featurize(table["SMILES"].tolist(), table[["score"]].to_numpy(), path)
+        index = pd.read_csv(self.raw_path("indexes_train_val_test.csv"))
+        return {split: _take(graphs, index[split].dropna().astype(np.int64).tolist()) for split in self.splits}
+
+
+LRGB_PEPTIDES = "https://www.dropbox.com/s"
+
+
+class _Peptides(_MoleculeDataset):
+    csv_file: RawFile
+    split_file: RawFile
+
+    def targets(self, table: pd.DataFrame) -> np.ndarray:
+        raise NotImplementedError
+
+    def build(self) -> Dict[str, List[Data]]:
+        path = self.raw_path(self.csv_file.name)
+        check_gzip(path)
+        table = pd.read_csv(path)
+        graphs = self._featurize(table["smiles"].tolist(), self.targets(table), path)
+        index = safe_pickle.load(self.raw_path(self.split_file.name))
+        return {split: _take(graphs, np.asarray(index[split]).tolist()) for split in self.splits}
+
+
+class PeptidesFunctional(_Peptides):
+    r"""Peptides-func from the `"Long Range Graph Benchmark" <https://arxiv.org/abs/2206.08164>`_: 15,535 peptides,
+    10-way multi-label classification (average precision).
+
+    Target ``y`` :math:`(1, 10)` float (0/1). Split 10,873 / 2,331 / 2,331 from LRGB's stratified split pickle,
+    read with :mod:`gea_graph.data.safe_pickle`.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    folder = "peptides-func"
+    csv_file = RawFile("peptide_multi_class_dataset.csv.gz",
+                       f"{LRGB_PEPTIDES}/ol2v01usvaxbsr8/peptide_multi_class_dataset.csv.gz?dl=1",
+                       "701eb743e899f4d793f0e13c8fa5a1b4", "peptides-func")
+    split_file = RawFile("splits_random_stratified_peptide.pickle",
+                         f"{LRGB_PEPTIDES}/j4zcnx2eipuo0xz/splits_random_stratified_peptide.pickle?dl=1",
+                         "5a0114bdadc80b94fc7ae974f13ef061", "peptides-func")
+    raw_files = (csv_file, split_file)
+
+    def targets(self, table: pd.DataFrame) -> np.ndarray:
+        # The labels column holds Python list literals such as "[0, 1, 0, ...]".
+        return np.array([ast.literal_eval(text) for text in table["labels"]], dtype=np.float32)
+
+
+class PeptidesStructural(_Peptides):
+    r"""Peptides-struct from the `"Long Range Graph Benchmark" <https://arxiv.org/abs/2206.08164>`_: the same 15,535
+    peptides, 11 regression targets of their 3D shape (mean absolute error).
+
+    Target ``y`` :math:`(1, 11)` float: the columns :attr:`target_names` of LRGB's standardised file (zero mean, unit
+    variance), in that order. Split 10,873 / 2,331 / 2,331.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    folder = "peptides-struct"
+    target_names = ("Inertia_mass_a", "Inertia_mass_b", "Inertia_mass_c", "Inertia_valence_a", "Inertia_valence_b",
+                    "Inertia_valence_c", "length_a", "length_b", "length_c", "Spherocity", "Plane_best_fit")
+    csv_file = RawFile("peptide_structure_normalized_dataset.csv.gz",
+                       f"{LRGB_PEPTIDES}/0d4aalmq4b4e2nh/peptide_structure_normalized_dataset.csv.gz?dl=1",
+                       "c240c1c15466b5c907c63e180fa8aa89", "peptides-struct")
+    split_file = RawFile("splits_random_stratified_peptide_structure.pickle",
+                         f"{LRGB_PEPTIDES}/9dfifzft1hqgow6/splits_random_stratified_peptide_structure.pickle?dl=1",
+                         "5a0114bdadc80b94fc7ae974f13ef061", "peptides-struct")
+    raw_files = (csv_file, split_file)
+
+    def targets(self, table: pd.DataFrame) -> np.ndarray:
+        missing = [name for name in self.target_names if name not in table.columns]
+        if missing:
+            raise ValueError(f"{self.csv_file.name} lacks target columns {missing}; is it LRGB's Peptides-struct file?")
+        return table[list(self.target_names)].to_numpy(dtype=np.float32)
+
+
+class PCQM4Mv2(_MoleculeDataset):
+    r"""PCQM4Mv2 from the `"OGB-LSC" <https://arxiv.org/abs/2103.09430>`_ challenge: 3,746,620 molecules, HOMO-LUMO
+    gap regression (eV, mean absolute error), in OGB's raw layout::
+
+        root/pcqm4m-v2/raw/data.csv.gz   columns idx, smiles, homolumogap
+        root/pcqm4m-v2/split_dict.pt     {"train", "valid", "test-dev", "test-challenge"} -> index arrays
+
+    A folder already in that layout is used as it is; otherwise OGB's zip is taken from the mirror
+    (``$GEA_GRAPH_MIRROR/pcqm4mv2/pcqm4m-v2.zip``) or downloaded. ``split_dict.pt`` is read with
+    ``torch.load(weights_only=True)`` (numpy arrays admitted).
+
+    Splits: ``train``, ``val`` (OGB's ``valid``), ``test-dev``, ``test-challenge``. The last two have no public
+    labels: their ``y`` is NaN. (GraphGPS reports OGB's ``valid`` as its test set.) Target ``y`` :math:`(1)`.
+
+    Args:
+        root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    folder = "pcqm4m-v2"
+    splits = ("train", "val", "test-dev", "test-challenge")
+    ogb_split_names = {"train": "train", "val": "valid", "test-dev": "test-dev", "test-challenge": "test-challenge"}
+    archive = RawFile("pcqm4m-v2.zip", "http://ogb-stanford-dataset.s3.amazonaws.com/data/lsc/pcqm4m-v2.zip",
+                      None, "pcqm4mv2")
+
+    @classmethod
+    def _canonical_split(cls, split: str) -> str:
+        return super()._canonical_split("val" if split == "valid" else split)
+
+    @property
+    def raw_file_names(self) -> List[str]:
+        return ["data.csv.gz"]
+
+    @property
+    def split_dict_path(self) -> str:
+        return osp.join(self.root, self.folder, "split_dict.pt")
+
+    def download(self) -> None:
+        archive = fetch(self.archive, self.root)
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(self.root)
+        os.unlink(archive)
+
+    def build(self) -> Dict[str, List[Data]]:
+        path = osp.join(self.raw_dir, "data.csv.gz")
+        check_gzip(path)
+        table = pd.read_csv(path)
+        graphs = self._featurize(table["smiles"].tolist(), table[["homolumogap"]].to_numpy(), path)
+        with torch.serialization.safe_globals(_NUMPY_SAFE_GLOBALS):
+            split_dict = torch.load(self.split_dict_path, weights_only=True)
+        return {split: _take(graphs, np.asarray(split_dict[self.ogb_split_names[split]]).tolist())
+                for split in self.splits}
+
+
+class MoleculeCSV(_MoleculeDataset):
+    r"""Any CSV of SMILES and targets, featurised like the benchmarks (OGB features, same PEs), with no code edits.
+
+    Target ``y`` float from :obj:`target_columns`, :math:`(1)` for one column, else :math:`(1, T)` (empty cells
+    become NaN). Without
+    :obj:`split_column`, a seeded split: ``"random"`` shuffles rows, ``"scaffold"`` groups rows by Bemis-Murcko
+    scaffold and fills train with the largest scaffold groups first (so test molecules have unseen scaffolds).
+    With :obj:`split_column`, its values name each row's split (``train``, ``val``/``valid``, ``test``).
+
+    The processed cache lives in ``root/csv-<file stem>-<hash of the path and options>/``.
+
+    Args:
+        root (str, optional): Data root.
+        path (str): The CSV file (``.csv`` or ``.csv.gz``).
+        smiles_column (str): Column holding SMILES.
+        target_columns (str or list of str): Target column(s).
+        split_column (str, optional): Column naming each row's split. (default: :obj:`None`)
+        split (str): Which split to load. (default: :obj:`"train"`)
+        split_method (str, optional): ``"random"`` or ``"scaffold"`` when there is no split column.
+            (default: :obj:`"random"`)
+        split_fractions (tuple, optional): Train / val / test fractions. (default: :obj:`(0.8, 0.1, 0.1)`)
+        seed (int, optional): Seed of the split. (default: :obj:`0`)
+        transform, pre_transform, pre_filter, pe, force_reload, skip_invalid: see
+            :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    def __init__(self, root: Optional[PathLike], path: PathLike, smiles_column: str,
+                 target_columns: Union[str, Sequence[str]], split_column: Optional[str] = None, split: str = "train",
+                 split_method: str = "random", split_fractions: Tuple[float, float, float] = (0.8, 0.1, 0.1),
+                 seed: int = 0, transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
+                 pre_filter: Optional[Callable] = None, pe: Optional[str] = None, force_reload: bool = False,
+                 skip_invalid: bool = False) -> None:
+        if split_method not in ("random", "scaffold"):
+            raise ValueError(f"split_method must be 'random' or 'scaffold', got {split_method!r}")
+        if not osp.isfile(path):
+            raise FileNotFoundError(f"MoleculeCSV: no file at {path}")
+        self.path = osp.abspath(path)
+        self.smiles_column = smiles_column
+        self.target_columns = [target_columns] if isinstance(target_columns, str) else list(target_columns)
+        self.split_column = split_column
+        self.split_method = split_method
+        self.split_fractions = tuple(split_fractions)
+        self.seed = seed
+        stem = osp.basename(self.path).split(".")[0]
+        key = repr((self.path, smiles_column, self.target_columns, split_column, split_method,
+                    self.split_fractions, seed))
+        self.folder = f"csv-{stem}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+        super().__init__(root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid)
+
+    @property
+    def raw_dir(self) -> str:
+        return osp.dirname(self.path)
+
+    @property
+    def raw_file_names(self) -> List[str]:
+        return [osp.basename(self.path)]
+
+    def download(self) -> None:  # the user's file is checked to exist in __init__
+        pass
+
+    def build(self) -> Dict[str, List[Data]]:
+        if self.path.endswith(".gz"):
+            check_gzip(self.path)
+        table = pd.read_csv(self.path)
+        missing = [c for c in [self.smiles_column, *self.target_columns, self.split_column]
+                   if c is not None and c not in table.columns]
+        if missing:
+            raise ValueError(f"{self.path} has no column(s) {missing}; its columns are {list(table.columns)}")
+        smiles = table[self.smiles_column].tolist()
+        graphs = self._featurize(smiles, table[self.target_columns].to_numpy(dtype=np.float32), self.path)
+        if self.split_column is not None:
+            names = table[self.split_column].astype(str).str.strip().str.lower().replace({"valid": "val"})
+            unknown = sorted(set(names) - set(self.splits))
+            if unknown:
+                raise ValueError(f"{self.path}: column {self.split_column!r} has values {unknown}; expected "
+                                 f"train, val (or valid), test")
+            index = {split: np.flatnonzero(names.to_numpy() == split) for split in self.splits}
+        elif self.split_method == "random":
+            index = self._random_split(len(table))
+        else:
+            index = self._scaffold_split([g.smiles if g is not None else None for g in graphs])
+        return {split: _take(graphs, index[split].tolist()) for split in self.splits}
+
+    def _sizes(self, n: int) -> Tuple[int, int]:
+        n_train = int(round(self.split_fractions[0] * n))
+        n_val = int(round(self.split_fractions[1] * n))
+        return n_train, n_val
+
+    def _random_split(self, n: int) -> Dict[str, np.ndarray]:
+        perm = np.random.default_rng(self.seed).permutation(n)
+        n_train, n_val = self._sizes(n)
+        return {"train": perm[:n_train], "val": perm[n_train:n_train + n_val], "test": perm[n_train + n_val:]}
+
+    def _scaffold_split(self, smiles: Sequence[Optional[str]]) -> Dict[str, np.ndarray]:
+        from rdkit.Chem.Scaffolds import MurckoScaffold
+
+        groups: Dict[str, List[int]] = {}
+        for row, smi in enumerate(smiles):
+            if smi is not None:
+                groups.setdefault(MurckoScaffold.MurckoScaffoldSmiles(smiles=smi), []).append(row)
+        # Largest groups first, ties broken by a seeded shuffle, then greedy filling of train, val, test.
+        order = list(groups.values())
+        np.random.default_rng(self.seed).shuffle(order)
+        order.sort(key=len, reverse=True)
+        n_train, n_val = self._sizes(len(smiles))
+        out: Dict[str, List[int]] = {"train": [], "val": [], "test": []}
+        for rows in order:
+            if len(out["train"]) + len(rows) <= n_train:
+                out["train"] += rows
+            elif len(out["val"]) + len(rows) <= n_val:
+                out["val"] += rows
+            else:
+                out["test"] += rows
+        return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}

@@ -1,0 +1,162 @@
+"""TreeNeighbourMatch (Alon & Yahav 2021), generated with numpy and stored without per-graph copies of the tree."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import os.path as osp
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from gea_graph.data.base import CachedDataset, atomic_torch_save
+from gea_graph.data.config import PathLike
+from gea_graph.transforms import apply_many
+
+# Permutations drawn per depth for r >= 3: 4,000 x 2^r keys = 32,000 * 2^(r-3) graphs (GEAET Table 5).
+PERMUTATIONS = 4000
+# Fields of the template graph that are not positional encodings.
+_STRUCTURE = ("edge_index", "num_nodes")
+
+
+class TreeNeighbourMatch(CachedDataset):
+    r"""Tree-NeighborsMatch from the `"On the Bottleneck of Graph Neural Networks and its Practical Implications"
+    <https://arxiv.org/abs/2006.05205>`_ paper, sized as in GEAET's Table 5.
+
+    Each graph is a complete binary tree of depth :math:`r`: :math:`N = 2^{r+1} - 1` nodes in heap order (node 0 is
+    the root; the children of node :math:`i` are :math:`2i+1, 2i+2`; the :math:`2^r` leaves are the last nodes),
+    with edges child -> parent only (:math:`N - 1` edges). Node features are ``x`` :math:`(N, 2)` long =
+    ``(key, value)``:
+
+    - leaf :math:`j` (node :math:`2^r - 1 + j`): key :math:`j`, value :math:`\pi(j)` for a permutation :math:`\pi`
+      of :math:`0, \ldots, 2^r - 1`;
+    - the root: key = the query :math:`q`, value = :attr:`none_index`;
+    - inner nodes: both :attr:`none_index`.
+
+    :attr:`none_index` :math:`= 2^r` is the "none" sentinel, so each column embeds with ``Embedding(2^r + 1, d)``.
+    The label ``y`` :math:`(1)` long is :math:`\pi(q)`, one of :math:`2^r` classes, read out at the root:
+    ``target_mask`` :math:`(N)` bool is True only at node 0.
+
+    Sizes: for :math:`r = 2` all :math:`4! \cdot 4 = 96` (permutation, query) pairs; for :math:`r \ge 3`,
+    4,000 seeded random permutations (distinct for :math:`r = 3`) times all :math:`2^r` queries, i.e.
+    :math:`32{,}000 \cdot 2^{r-3}` graphs. Split 80/20 (``train`` / ``test``), stratified by label and seeded.
+
+    Storage: every graph shares one tree, so a split stores only the keys and values (``int16``, 0.5 GB for
+    :math:`r = 7`'s 512,000 graphs) and the labels; :meth:`get` assembles each graph around the shared template
+    ``edge_index`` and ``target_mask``. A ``pre_transform`` (e.g. positional encodings) therefore runs once, on the
+    template structure (``edge_index``, ``num_nodes``; it never sees ``x``), and its output fields are shared by
+    every graph. ``pre_filter`` is not supported.
+
+    Args:
+        root (str, optional): Data root.
+        depth (int): Tree depth :math:`r \ge 1`.
+        split (str): ``"train"`` or ``"test"``. (default: :obj:`"train"`)
+        seed (int, optional): Seed of the permutations and the split. (default: :obj:`0`)
+        transform, pre_transform, pe, force_reload: see :class:`~gea_graph.data.base.CachedDataset`.
+    """
+
+    splits = ("train", "test")
+
+    def __init__(self, root: Optional[PathLike] = None, depth: int = 2, split: str = "train", seed: int = 0,
+                 transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
+                 pe: Optional[str] = None, force_reload: bool = False) -> None:
+        if depth < 1:
+            raise ValueError(f"TreeNeighbourMatch needs depth >= 1, got {depth}")
+        self.depth = depth
+        self.seed = seed
+        self.folder = f"tree-r{depth}"
+        super().__init__(root, split, transform, pre_transform, None, pe, force_reload)
+
+    @property
+    def none_index(self) -> int:
+        """The "none" sentinel of both feature columns (:math:`2^r`)."""
+        return 2 ** self.depth
+
+    @property
+    def num_classes(self) -> int:
+        return 2 ** self.depth
+
+    def cache_extra(self) -> str:
+        return f"seed={self.seed}"
+
+    @property
+    def raw_file_names(self) -> List[str]:
+        return []
+
+    def download(self) -> None:  # generated, nothing to fetch
+        pass
+
+    # -- generation -----------------------------------------------------------------------------------------------
+    def template(self) -> Data:
+        """The shared tree: ``edge_index`` (child -> parent) and ``target_mask``."""
+        num_nodes = 2 ** (self.depth + 1) - 1
+        child = torch.arange(1, num_nodes)
+        target_mask = torch.zeros(num_nodes, dtype=torch.bool)
+        target_mask[0] = True
+        return Data(edge_index=torch.stack([child, (child - 1) // 2]), target_mask=target_mask, num_nodes=num_nodes)
+
+    def generate(self) -> Dict[str, np.ndarray]:
+        """All graphs as arrays: ``x`` ``[G, N, 2] int16`` and ``y`` ``[G] int64``, plus the seeded split."""
+        rng = np.random.default_rng(self.seed)
+        leaves = 2 ** self.depth
+        num_nodes = 2 * leaves - 1
+        if self.depth == 2 or math.factorial(leaves) <= PERMUTATIONS:
+            perms = np.array(list(itertools.permutations(range(leaves))), dtype=np.int16)
+        elif self.depth == 3:
+            every = np.array(list(itertools.permutations(range(leaves))), dtype=np.int16)
+            perms = every[rng.choice(len(every), PERMUTATIONS, replace=False)]
+        else:
+            perms = rng.permuted(np.tile(np.arange(leaves, dtype=np.int16), (PERMUTATIONS, 1)), axis=1)
+        # Graph g pairs permutation g // leaves with query g % leaves.
+        values = np.repeat(perms, leaves, axis=0)
+        query = np.tile(np.arange(leaves, dtype=np.int16), len(perms))
+        x = np.full((len(values), num_nodes, 2), self.none_index, dtype=np.int16)
+        x[:, leaves - 1:, 0] = np.arange(leaves, dtype=np.int16)
+        x[:, leaves - 1:, 1] = values
+        x[:, 0, 0] = query
+        y = values[np.arange(len(values)), query].astype(np.int64)
+
+        train = []
+        for label in range(leaves):
+            members = rng.permutation(np.flatnonzero(y == label))
+            train.append(members[:int(round(0.8 * len(members)))])
+        is_train = np.zeros(len(y), dtype=bool)
+        is_train[np.concatenate(train)] = True
+        order = rng.permutation(len(y))
+        return {"x": x, "y": y, "train": order[is_train[order]], "test": order[~is_train[order]]}
+
+    def process(self) -> None:
+        arrays = self.generate()
+        template = apply_many(self.pre_transform, [self.template()])[0]
+        shared = {key: value for key, value in template.to_dict().items() if key not in _STRUCTURE}
+        os.makedirs(self.processed_dir, exist_ok=True)
+        for split in self.splits:
+            index = arrays[split]
+            atomic_torch_save({"x": torch.from_numpy(arrays["x"][index]), "y": torch.from_numpy(arrays["y"][index]),
+                               "shared": shared}, osp.join(self.processed_dir, f"{split}.pt"))
+
+    # -- access ---------------------------------------------------------------------------------------------------
+    def load(self, path: str, data_cls: type = Data) -> None:
+        stored = torch.load(path, weights_only=True)
+        self._x, self._y = stored["x"], stored["y"]
+        template = self.template()
+        self._edge_index = template.edge_index
+        self._shared = {"target_mask": template.target_mask, **stored["shared"]}
+
+    def len(self) -> int:
+        return self._y.numel()
+
+    def get(self, idx: int) -> Data:
+        return Data(x=self._x[idx].long(), edge_index=self._edge_index, y=self._y[idx:idx + 1],
+                    num_nodes=self._x.shape[1], **self._shared)
+
+    @property
+    def y(self) -> torch.Tensor:
+        """All labels of the split, ``[G] long``."""
+        return self._y
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(depth={self.depth}, split={self.split!r}, {len(self)})"
