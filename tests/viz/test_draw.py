@@ -14,20 +14,9 @@ from rdkit import Chem
 
 from gea_graph.viz.draw import Panel, draw_molecule, draw_panels, format_from_path, to_mol
 
+from .helpers import redness
+
 SMILES = "CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1"  # a ZINC molecule
-
-
-def redness(png: bytes, xy: np.ndarray, radius: int = 5) -> float:
-    """Largest R - G over the pixels within ``radius`` of ``xy`` (black bonds and symbols score 0)."""
-    img = matplotlib.image.imread(io.BytesIO(png), format="png")
-    h, w = img.shape[:2]
-    x, y = round(xy[0]), round(xy[1])
-    ys, xs = np.mgrid[
-        max(0, y - radius) : min(h, y + radius + 1), max(0, x - radius) : min(w, x + radius + 1)
-    ]
-    disk = (xs - x) ** 2 + (ys - y) ** 2 <= radius**2
-    patch = img[ys[disk], xs[disk]]
-    return float((patch[:, 0] - patch[:, 1]).max())
 
 
 def test_atom_order_is_ogb_node_order():

@@ -14,7 +14,7 @@ from gea_graph.diagnostics.collect import collect_node_states
 from gea_graph.viz.pictures import atom_attention, attention_picture, check_atom_order
 from gea_graph.viz.scores import EXTERNAL_REDUCTIONS, reduce_external
 
-from .toy import ZINC_SMILES, ToyModel, zinc_graph
+from .helpers import ZINC_SMILES, ToyModel, zinc_graph
 
 
 @pytest.mark.parametrize("token", [True, False])

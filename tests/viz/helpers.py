@@ -1,7 +1,12 @@
-"""A tiny attention model built straight from ``gea_graph.nn`` layers, for tests that need no training."""
+"""Test helpers: real ZINC molecules as graphs, a tiny attention model built straight from ``gea_graph.nn`` layers
+(for tests that need no training), and a pixel probe for pictures."""
 
 from __future__ import annotations
 
+import io
+
+import matplotlib.image
+import numpy as np
 import torch
 from ogb.utils import smiles2graph
 from torch import Tensor, nn
@@ -73,3 +78,16 @@ class ToyModel(nn.Module):
         for layer in self.layers:
             x = layer(x, batch.batch)
         return x
+
+
+def redness(png: bytes, xy: np.ndarray, radius: int = 5) -> float:
+    """Largest R - G over the pixels within ``radius`` of ``xy`` (black bonds and symbols score 0)."""
+    img = matplotlib.image.imread(io.BytesIO(png), format="png")
+    h, w = img.shape[:2]
+    x, y = round(float(xy[0])), round(float(xy[1]))
+    ys, xs = np.mgrid[
+        max(0, y - radius) : min(h, y + radius + 1), max(0, x - radius) : min(w, x + radius + 1)
+    ]
+    disk = (xs - x) ** 2 + (ys - y) ** 2 <= radius**2
+    patch = img[ys[disk], xs[disk]]
+    return float((patch[:, 0] - patch[:, 1]).max())
