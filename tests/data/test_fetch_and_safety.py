@@ -122,7 +122,7 @@ def test_safe_pickle_admits_numpy_and_refuses_code(tmp_path):
         safe_pickle.loads(pickle.dumps(np.array([Evil()], dtype=object)))
 
 
-def test_malicious_split_pickle_is_refused_by_peptides(tmp_path, data_root):
+def test_malicious_split_pickle_is_refused_by_peptides(tmp_path, data_root, write_struct_csv, tiny_struct):
     from gea_graph.data import PeptidesStructural
     raw = data_root / "peptides-struct" / "raw"
     raw.mkdir(parents=True)
@@ -131,32 +131,7 @@ def test_malicious_split_pickle_is_refused_by_peptides(tmp_path, data_root):
         pickle.dump({"train": Evil()}, f)
     with pytest.raises(Exception, match="posix.system|os.system|nt.system"):
         # MD5s of the tiny files differ from LRGB's, so the files are checked by a subclass without MD5s.
-        NoMD5Struct(data_root)
-
-
-def write_struct_csv(path, smiles):
-    from gea_graph.data import PeptidesStructural
-    rng = np.random.default_rng(0)
-    table = pd.DataFrame({"smiles": smiles, "sequence": ["X"] * len(smiles)})
-    for name in PeptidesStructural.target_names:
-        table[name] = rng.normal(size=len(smiles))
-    table.to_csv(path, compression="gzip")
-    return table
-
-
-class NoMD5Struct:
-    """PeptidesStructural with the MD5s of the tiny test files instead of LRGB's."""
-
-    def __new__(cls, root, split="train", **kwargs):
-        from gea_graph.data import PeptidesStructural
-
-        class Tiny(PeptidesStructural):
-            csv_file = RawFile(PeptidesStructural.csv_file.name, "http://invalid.example", None, "none")
-            split_file = RawFile(PeptidesStructural.split_file.name, "http://invalid.example", None, "none")
-            raw_files = (csv_file, split_file)
-
-        with pytest.warns(UserWarning, match="no published MD5"):
-            return Tiny(root, split, **kwargs)
+        tiny_struct(data_root)
 
 
 def csv_file(tmp_path, rows):
