@@ -1,0 +1,73 @@
+"""A trained model and the graphs to show it, for ``gea-graph viz`` and ``gea-graph diagnose``.
+
+The model comes from a training checkpoint (read by :func:`gea_graph.train.load_checkpoint`, i.e.
+``torch.load(..., weights_only=True)``); the graphs get the positional encodings of the checkpoint's recipe
+(``data.pe``), so that they match what the model was trained on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+from torch import nn
+from torch_geometric.data import Data
+
+from gea_graph.data import get_dataset
+from gea_graph.data.molecules import featurize
+from gea_graph.train import CheckpointError, GraphTask, Recipe, load_checkpoint
+from gea_graph.transforms import parse_pe
+from gea_graph.viz.draw import to_mol
+
+
+def load_trained(checkpoint: str | os.PathLike) -> tuple[nn.Module, Recipe]:
+    """The network of a training checkpoint (``RUN/checkpoints/best.ckpt``) in eval mode, and its recipe.
+
+    Raises:
+        CheckpointError: if the file is missing, corrupt, or not a ``gea-graph train`` checkpoint.
+    """
+    ckpt = load_checkpoint(checkpoint)
+    try:
+        task = GraphTask(**ckpt["hyper_parameters"])
+        task.load_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as err:
+        raise CheckpointError(
+            f"checkpoint {str(checkpoint)!r} is not a gea-graph training checkpoint ({type(err).__name__}: {err})"
+        ) from None
+    return task.model.eval(), task.recipe
+
+
+def smiles_graphs(smiles: Sequence[str], recipe: Recipe) -> list[Data]:
+    """Molecular graphs (OGB features, the recipe's positional encodings) of ``smiles``.
+
+    Raises:
+        ValueError: naming the first SMILES RDKit cannot parse.
+    """
+    for text in smiles:
+        to_mol(text)
+    graphs = featurize(list(smiles), np.zeros((len(smiles), 1)), "--smiles")
+    transform = parse_pe(recipe.data.pe)
+    return [transform(g) if transform is not None else g for g in graphs]
+
+
+def dataset_graphs(
+    name: str,
+    recipe: Recipe,
+    split: str = "test",
+    indices: Sequence[int] | None = None,
+    first: int | None = None,
+) -> list[Data]:
+    """Graphs of split ``split`` of the built-in dataset ``name``, with the recipe's positional encodings and data
+    root: those at ``indices``, else the first ``first``, else all.
+
+    Raises:
+        IndexError: for an index outside the split.
+    """
+    dataset = get_dataset(name, root=recipe.data.root, split=split, pe=recipe.data.pe)
+    if indices is None:
+        indices = range(len(dataset) if first is None else min(first, len(dataset)))
+    bad = [i for i in indices if not -len(dataset) <= i < len(dataset)]
+    if bad:
+        raise IndexError(f"indices {bad} out of range: {name} {split} has {len(dataset)} graphs")
+    return [dataset[i] for i in indices]

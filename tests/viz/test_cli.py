@@ -1,0 +1,154 @@
+"""``gea-graph viz`` and ``gea-graph diagnose`` on real ZINC molecules, from small checkpoints trained here."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch
+
+from gea_graph.cli import main
+from gea_graph.diagnostics.loading import dataset_graphs, load_trained
+from gea_graph.nn.external_attention import ExternalAttention
+from gea_graph.train import fit, load_recipe
+from gea_graph.viz.pictures import attention_picture
+from gea_graph.viz.scores import reduce_external
+
+from .helpers import redness
+
+TINY = [
+    "data.subset=32",
+    "data.pe=null",
+    "model.pe=null",
+    "model.hidden=16",
+    "model.layers=2",
+    "trainer.max_epochs=1",
+    "trainer.batch_size=16",
+    "trainer.max_time=null",
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(mirror, tmp_path_factory) -> dict[str, Path]:
+    """Two tiny GEAET models trained for one epoch on real ZINC graphs: with GEA and self-attention ("both"), and
+    with self-attention only ("self")."""
+    out = tmp_path_factory.mktemp("runs")
+    runs = {"both": TINY, "self": [*TINY, "model.gea=false"]}
+    for name, overrides in runs.items():
+        fit(load_recipe("geaet-zinc-quick", overrides), out / name, progress=False, verbose=False)
+    return {name: out / name / "checkpoints" / "best.ckpt" for name in runs}
+
+
+def test_scores_of_a_trained_model_are_its_layer_attention(checkpoints):
+    model, recipe = load_trained(checkpoints["both"])
+    graphs = dataset_graphs("zinc", recipe, "test", [0, 5, 9])
+    picture, records = attention_picture(model, graphs, "external", layer=2)
+    gea = next(m for m in model.layers[1].modules() if isinstance(m, ExternalAttention))
+    seen = []
+    handle = gea.register_forward_hook(
+        lambda _m, args, _k, out: seen.append(args[0]), with_kwargs=True
+    )
+    batch = Batch.from_data_list(graphs)
+    with torch.no_grad():
+        model(batch)
+        handle.remove()
+        attn = gea(seen[0], batch.batch, return_attention=True)[2]
+    for b, (record, xy) in enumerate(zip(records, picture.atom_xy)):
+        np.testing.assert_allclose(
+            record.scores, reduce_external(attn[batch.batch == b]).numpy(), rtol=1e-5
+        )
+        # the most attended atom is drawn in a strong colour, the least attended almost white
+        assert redness(picture.image, xy[record.scores.argmax()]) > 0.5
+        assert redness(picture.image, xy[record.scores.argmin()]) < 0.15
+
+
+def test_viz_command(checkpoints, tmp_path, capsys):
+    out, scores = tmp_path / "attention.png", tmp_path / "scores.csv"
+    argv = [
+        "viz",
+        str(checkpoints["both"]),
+        "--dataset",
+        "zinc",
+        "--index",
+        "0,5",
+        "--kind",
+        "both",
+    ]
+    assert main([*argv, "--out", str(out), "--scores", str(scores)]) == 0
+    img = matplotlib.image.imread(out)
+    assert img.shape[1] == 4 * 300 and img.shape[2] in (3, 4)
+    with scores.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["kind"] for r in rows} == {"external", "self"} and {r["layer"] for r in rows} == {"2"}
+    for kind in ("external", "self"):  # each molecule's scores sum to 1 over its atoms
+        for panel in {r["panel"] for r in rows if r["kind"] == kind}:
+            total = sum(float(r["score"]) for r in rows if r["panel"] == panel)
+            assert total == pytest.approx(1.0, abs=1e-4)
+    assert "top atom" in capsys.readouterr().out
+    svg = tmp_path / "mols.svg"
+    assert (
+        main(
+            [
+                "viz",
+                str(checkpoints["self"]),
+                "--smiles",
+                "CCO",
+                "c1ccncc1",
+                "--kind",
+                "self",
+                "--out",
+                str(svg),
+            ]
+        )
+        == 0
+    )
+    assert svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_viz_errors(checkpoints, tmp_path, capsys):
+    png = str(tmp_path / "x.png")
+    assert main(["viz", str(checkpoints["both"]), "--smiles", "CCO", "C1CC(N", "--out", png]) == 2
+    assert "cannot parse SMILES 'C1CC(N'" in capsys.readouterr().err
+    assert (
+        main(
+            ["viz", str(checkpoints["self"]), "--smiles", "CCO", "--kind", "external", "--out", png]
+        )
+        == 2
+    )
+    assert "has no external attention" in capsys.readouterr().err
+    assert (
+        main(["viz", str(checkpoints["both"]), "--smiles", "CCO", "--out", str(tmp_path / "x.jpg")])
+        == 2
+    )
+    assert ".png or .svg" in capsys.readouterr().err
+    assert main(["viz", str(tmp_path / "missing.ckpt"), "--smiles", "CCO", "--out", png]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_diagnose_command_with_compare(checkpoints, tmp_path, capsys):
+    out = tmp_path / "diag"
+    argv = [
+        "diagnose",
+        str(checkpoints["both"]),
+        "--compare",
+        str(checkpoints["self"]),
+        "--dataset",
+        "zinc",
+    ]
+    assert main([*argv, "--graphs", "40", "--batch-size", "16", "--out", str(out)]) == 0
+    with (out / "layers.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 3 and {r["graphs"] for r in rows} == {"40"}
+    assert all(-1 <= float(r["cosine_similarity"]) <= 1 for r in rows)
+    assert (
+        matplotlib.image.imread(
+            io.BytesIO((out / "diagnostics.png").read_bytes()), format="png"
+        ).ndim
+        == 3
+    )
+    assert "cosine similarity" in capsys.readouterr().out
