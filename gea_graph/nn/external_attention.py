@@ -13,18 +13,13 @@ EDGE_HEAD_SPLITS = ("contiguous", "strided")
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-class _DoubleNorm(torch.autograd.Function):
-    r"""Eq. 3 with a hand-written backward (fewer passes and saved tensors than autograd).
-
-    Forward: :math:`p = \mathrm{softmax}_{\text{group}}(a)` per column, :math:`r = \epsilon +
-    \sum_s p_s`, :math:`\alpha = p / r`. Backward, for the incoming gradient :math:`g`:
-    :math:`g_p = (g - \langle g, \alpha \rangle_s) / r` and
-    :math:`g_a = p \odot (g_p - \sum_{\text{group}} g_p \odot p)`.
-    """
+class _GroupSoftmax(torch.autograd.Function):
+    r"""Softmax over dim 0 within each group of ``index`` (or over all rows), with a hand-written
+    backward: for :math:`p = \mathrm{softmax}(a)` and incoming gradient :math:`g`,
+    :math:`g_a = p \odot (g - \sum_{\text{group}} g \odot p)`. Only :math:`p` is saved."""
 
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, index: Optional[Tensor], num_groups: int,
-                eps: float) -> Tensor:
+    def forward(ctx: Any, logits: Tensor, index: Optional[Tensor], num_groups: int) -> Tensor:
         if logits.size(0) == 0:
             index = None
             p = logits.clone()
@@ -39,46 +34,118 @@ class _DoubleNorm(torch.autograd.Function):
             p = (logits - shift.index_select(0, index)).exp_()
             total = logits.new_zeros(size).index_add_(0, index, p)
             p = p.mul_(total.reciprocal_().index_select(0, index))
-        r = p.sum(dim=-1, keepdim=True).add_(eps)
-        ctx.save_for_backward(p, r, index)
+        ctx.save_for_backward(p, index)
         ctx.num_groups = num_groups
-        return p / r
+        return p
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None, None, None]:
-        p, r, index = ctx.saved_tensors
-        gp = grad - (grad * p).sum(dim=-1, keepdim=True).div_(r)
-        gp = gp.div_(r)
-        s = gp * p
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None, None]:
+        p, index = ctx.saved_tensors
+        s = grad * p
         if index is None:
-            gp = gp.sub_(s.sum(dim=0, keepdim=True))
-        else:
-            size = (ctx.num_groups, ) + tuple(p.shape[1:])
-            gp = gp.sub_(p.new_zeros(size).index_add_(0, index, s).index_select(0, index))
-        return gp.mul_(p), None, None, None
+            return s.sub_(p * s.sum(dim=0, keepdim=True)), None, None
+        size = (ctx.num_groups, ) + tuple(p.shape[1:])
+        total = p.new_zeros(size).index_add_(0, index, s).index_select(0, index)
+        return s.sub_(total.mul_(p)), None, None
 
 
-def double_normalize(logits: Tensor, index: Optional[Tensor] = None,
-                     num_groups: Optional[int] = None, eps: float = 1e-9) -> Tensor:
-    r"""The double normalisation of GEAET Eq. 3 on ``logits`` of shape ``[M, H, S]``.
+def group_softmax(logits: Tensor, index: Optional[Tensor] = None,
+                  num_groups: Optional[int] = None) -> Tensor:
+    r"""Softmax of ``logits`` ``[M, ...]`` over dim 0 within each group of :obj:`index` (one group
+    = one graph; :obj:`None` = all rows form one group), computed in at least float32 and
+    returned in the input dtype.
 
-    First a softmax over the rows (dim 0: the nodes or edges), separately for every head and unit
-    column, within each group of :obj:`index` (one group = one graph; :obj:`None` = all rows form
-    one group); then an L1 normalisation over the units (last dim) with :obj:`eps` in the
-    denominator. Runs in at least float32 and returns the input dtype.
-
-    The grouped softmax is the computation of :func:`torch_geometric.utils.softmax` (per-group
-    max shift, ``exp``, per-group sum, no Python loop over graphs), written with
-    ``scatter_reduce_`` / ``index_add_`` and fused with the L1 step into one autograd function, so
-    that forward + backward make few passes over the ``[M, H, S]`` map. A group's result depends
-    only on its own rows.
+    The computation of :func:`torch_geometric.utils.softmax` (per-group max shift, ``exp``,
+    per-group sum; no Python loop over graphs) with a hand-written backward. A group's result
+    depends only on its own rows.
     """
     dtype = logits.dtype
     if dtype in _LOW_PRECISION:
         logits = logits.float()
     if index is not None and num_groups is None:
         num_groups = int(index.max()) + 1 if index.numel() > 0 else 0
-    return _DoubleNorm.apply(logits, index, num_groups or 0, eps).to(dtype)
+    return _GroupSoftmax.apply(logits, index, num_groups or 0).to(dtype)
+
+
+class _ExternalUnits(torch.autograd.Function):
+    r"""Eq. 3 and the value unit in one autograd node, for logits in base 2 (``a' = a log2 e``):
+
+    .. math::
+        p = \mathrm{softmax}_{\text{group}}(a) = \frac{2^{a' - m}}{\sum 2^{a' - m}}, \quad
+        q = p\,[\mathbf{W}_v^{\top} \,|\, \mathbf{1}], \quad
+        r = \epsilon + q_{:, d_h}, \quad o = q_{:, :d_h} / r, \quad
+        \mathrm{out} = o + \mathbf{b}_v
+
+    i.e. :math:`(p / r)\mathbf{W}_v^{\top} + \mathbf{b}_v` with the L1 sum :math:`r` as an extra
+    output column of the same product. Backward, for the incoming gradient :math:`G`:
+    :math:`G_q = G / r`, :math:`G_p = \ln 2\,(G_q \mathbf{W}_v - \langle G_q, o \rangle)`,
+    :math:`G_{a'} = p \odot (G_p - \sum_{\text{group}} G_p \odot p)`,
+    :math:`G_{\mathbf{W}_v} = G_q^{\top} p`, :math:`G_{\mathbf{b}_v} = \sum G`.
+    Also returns ``p`` and ``1 / r`` (not differentiable) for the attention maps.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits2: Tensor, index: Optional[Tensor], num_groups: int,
+                weight: Tensor, bias: Optional[Tensor], eps: float
+                ) -> Tuple[Tensor, Tensor, Tensor]:
+        M, H, S = logits2.shape
+        dh = weight.size(0)
+        if M == 0:
+            index = None
+            p = logits2.clone()
+        elif index is None:
+            p = (logits2 - logits2.amax(dim=0, keepdim=True)).exp2_()
+            p = p.mul_(p.sum(dim=0, keepdim=True).reciprocal_())
+        else:
+            expanded = index.view(-1, 1, 1).expand_as(logits2)
+            shift = logits2.new_zeros(num_groups, H, S).scatter_reduce_(
+                0, expanded, logits2, "amax", include_self=False)
+            p = (logits2 - shift.index_select(0, index)).exp2_()
+            total = logits2.new_zeros(num_groups, H, S).index_add_(0, index, p)
+            p = p.mul_(total.reciprocal_().index_select(0, index))
+        p2 = p.view(M * H, S)
+        q = p2 @ torch.cat([weight, weight.new_ones(1, S)], dim=0).t()  # [MH, dh + 1]
+        rinv = (q[:, dh] + eps).reciprocal_()
+        o = q[:, :dh] * rinv.unsqueeze(1)
+        out = o + bias if bias is not None else o.clone()
+        ctx.save_for_backward(p2, o, rinv, weight, index)
+        ctx.num_groups = num_groups
+        ctx.has_bias = bias is not None
+        ctx.mark_non_differentiable(p, rinv)
+        return out.view(M, H, dh), p, rinv.view(M, H, 1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, _gp: Any, _gr: Any) -> Tuple[Any, ...]:
+        p2, o, rinv, weight, index = ctx.saved_tensors
+        M_H, S = p2.shape
+        dh = weight.size(0)
+        g = grad.reshape(M_H, dh)
+        gq = g * rinv.unsqueeze(1)
+        c = (gq * o).sum(dim=1, keepdim=True)  # <G_q, o> per row
+        # G_p = ln2 (G_q W - c): the ln 2 of d 2^x / dx, folded into the product
+        gp = torch.addmm(c.expand(M_H, S), gq, weight, beta=-_LN2, alpha=_LN2)
+        grad_weight = gq.t() @ p2
+        grad_bias = g.sum(dim=0) if ctx.has_bias else None
+        s = gp.mul_(p2).view(-1, *grad.shape[1:2], S)
+        if index is None:
+            ga = s - p2.view_as(s) * s.sum(dim=0, keepdim=True)
+        else:
+            total = s.new_zeros(ctx.num_groups, s.size(1), S).index_add_(0, index, s)
+            ga = s.sub_(total.index_select(0, index).mul_(p2.view_as(s)))
+        return ga, None, None, grad_weight, grad_bias, None
+
+
+_LN2 = 0.6931471805599453
+_LOG2E = 1.4426950408889634
+
+
+def double_normalize(logits: Tensor, index: Optional[Tensor] = None,
+                     num_groups: Optional[int] = None, eps: float = 1e-9) -> Tensor:
+    r"""The double normalisation of GEAET Eq. 3 on ``logits`` of shape ``[M, H, S]``: the
+    :func:`group_softmax` over the rows (nodes or edges) per head and unit column, then an L1
+    normalisation over the units (last dim) with :obj:`eps` in the denominator."""
+    p = group_softmax(logits, index, num_groups)
+    return p / (p.sum(dim=-1, keepdim=True) + eps)
 
 
 class ExternalAttention(Module):
@@ -142,8 +209,13 @@ class ExternalAttention(Module):
       channels aligned with the residual stream of the next MPNN; :obj:`"strided"` reproduces the
       authors' layout exactly.
     * :math:`\epsilon` (:obj:`eps`, default :math:`10^{-9}` as in Guo et al.'s code; the paper and
-      GEAET code have none) keeps the L1 step finite; the normalisation always runs in at least
+      GEAET code have none) keeps the L1 step finite; the softmax always runs in at least
       float32 (a softmax over thousands of nodes underflows in bfloat16/float16).
+    * Implementation: the L1 step is folded into the value unit,
+      :math:`(\hat{\alpha}/r)\mathbf{U}_{nv}^{\top} = (\hat{\alpha}\mathbf{U}_{nv}^{\top})/r` with
+      :math:`r = \epsilon + \sum_s \hat{\alpha}_s` computed as an extra output column of the same
+      matrix product, and the per-graph softmax has a hand-written backward; the normalised map
+      :math:`\alpha` is only formed when it is asked for.
 
     Attention maps: set :obj:`store_attention=True` (constructor or attribute) and read
     :attr:`attention` (:math:`[N, H, S]`, detached, rows sum to 1 over the units) and
@@ -241,14 +313,28 @@ class ExternalAttention(Module):
         self.edge_attention = None
 
     def _attend(self, h: Tensor, key: Linear, value: Linear, index: Optional[Tensor],
-                num_groups: Optional[int], strided: bool) -> Tuple[Tensor, Tensor]:
-        M = h.size(0)
+                num_groups: Optional[int], strided: bool,
+                need_attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        M, dh = h.size(0), self.head_channels
         if strided:  # authors' edge layout: channel c -> head c mod H, written back head-major
-            h = h.view(M, self.head_channels, self.heads).transpose(1, 2)
+            h = h.view(M, dh, self.heads).transpose(1, 2)
         else:
-            h = h.view(M, self.heads, self.head_channels)
-        attn = double_normalize(key(h), index, num_groups, self.eps)  # [M, H, S]
-        return value(attn).reshape(M, self.channels), attn
+            h = h.view(M, self.heads, dh)
+        # Fold log2(e) into the key unit so that the softmax can use exp2 (cheaper than exp).
+        w_k = key.weight * _LOG2E
+        b_k = key.bias * _LOG2E if key.bias is not None else None
+        logits2 = torch.nn.functional.linear(h, w_k, b_k)  # [M, H, S]
+        dtype = logits2.dtype
+        compute = torch.float32 if dtype in _LOW_PRECISION else dtype
+        if index is not None and num_groups is None:
+            num_groups = int(index.max()) + 1 if index.numel() > 0 else 0
+        with torch.autocast(h.device.type, enabled=False):
+            b_v = value.bias.to(compute) if value.bias is not None else None
+            out, p, rinv = _ExternalUnits.apply(logits2.to(compute), index, num_groups or 0,
+                                                value.weight.to(compute), b_v, self.eps)
+        out = out.to(dtype)
+        attn = (p * rinv).to(dtype) if need_attention else None
+        return out.reshape(M, self.channels), attn
 
     def forward(
         self,
@@ -276,8 +362,9 @@ class ExternalAttention(Module):
         if self.shared is not None:
             x = self.shared(x)
         node_index = batch if graph else None
+        need = return_attention or self.store_attention
         x_out, attn = self._attend(x, self.node_key, self.node_value, node_index, num_graphs,
-                                   False)
+                                   False, need)
         if self.out is not None:
             x_out = self.out(x_out)
 
@@ -295,11 +382,12 @@ class ExternalAttention(Module):
                             "'edge_batch' (e.g. batch[edge_index[0]]) for a batch of graphs")
                 edge_index_ = edge_batch
             edge_out, edge_attn = self._attend(e, self.edge_key, self.edge_value, edge_index_,
-                                               num_graphs, self.edge_head_split == "strided")
+                                               num_graphs, self.edge_head_split == "strided",
+                                               need)
             if self.edge_out is not None:
                 edge_out = self.edge_out(edge_out)
 
-        if self.store_attention:
+        if self.store_attention and attn is not None:
             self.attention = attn.detach()
             self.edge_attention = edge_attn.detach() if edge_attn is not None else None
         if return_attention:
