@@ -1,17 +1,39 @@
 """Oversmoothing diagnostics: per-layer cosine similarity and Dirichlet energy, GFSA frequency response.
 
+>>> from gea_graph.diagnostics.loading import load_trained, dataset_graphs       # doctest: +SKIP
+>>> model, recipe = load_trained("runs/gfsa/checkpoints/best.ckpt")              # doctest: +SKIP
+>>> batch = Batch.from_data_list(dataset_graphs("zinc", recipe, "test", first=64))  # doctest: +SKIP
+>>> diagnose({"gfsa": model}, [batch], Path("diag"))                             # doctest: +SKIP
+
 * :mod:`gea_graph.diagnostics.measures`: the measures on node representations and the filter response.
 * :mod:`gea_graph.diagnostics.collect`: per-layer node representations of any model with a ``layers`` stack.
+* :mod:`gea_graph.diagnostics.report`: tables, CSV files and the plot (``gea-graph diagnose``).
+* :mod:`gea_graph.diagnostics.loading`: a trained model from a checkpoint and graphs with its recipe's encodings
+  (imports the training stack, so it is not imported here).
 """
 
 from gea_graph.diagnostics.collect import collect_node_states, find_layers, node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
+from gea_graph.diagnostics.report import (
+    diagnose,
+    gfsa_coefficients,
+    gfsa_eigenvalues,
+    layer_table,
+    plot_report,
+    response_table,
+)
 
 __all__ = [
     "collect_node_states",
+    "diagnose",
     "dirichlet_energy",
     "find_layers",
+    "gfsa_coefficients",
+    "gfsa_eigenvalues",
     "gfsa_response",
+    "layer_table",
     "mean_cosine_similarity",
     "node_states",
+    "plot_report",
+    "response_table",
 ]
