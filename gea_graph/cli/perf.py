@@ -18,8 +18,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--device", default="auto",
                    help="'auto' (CUDA when available), 'cpu', 'cuda', 'cuda:1', ... (default: auto)")
     p.add_argument("--only", nargs="+", metavar="GROUP", default=None,
-                   help="run only these groups of rows: external gps geaet graphormer agf spd "
-                        "dataset train")
+                   help="run only these groups of rows: dataset external gps geaet graphormer agf "
+                        "spd train")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,129 @@
+r"""The two trainers of the training-throughput row: the ZINC GEAET recipe (``models/geaet-zinc.yaml``,
+its model, loss, AdamW and gradient clipping, without Lightning's loop) and our equivalent of PyG's
+GPS example model (:class:`~gea_graph.bench.perf_pipeline.GPSExample`, Adam, L1 loss), both fed
+by the recipe's own ZINC training loader over the suite's ZINC build."""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator, Tuple
+
+import torch
+from torch import Tensor
+from torch.nn import Module
+from torch.utils.data import DataLoader
+
+RECIPE = "geaet-zinc"
+
+
+class StepTimer:
+    r"""Runs training steps of one model from an endless pass over ``loader`` and keeps the seconds
+    and graphs of the *timed* steps (:meth:`run` with ``timed=True``). A step is: next batch (to the
+    device), forward, loss, backward, optional clipping, optimiser step."""
+
+    def __init__(self, model: Module, loss: Callable[[Module, object], Tensor],
+                 optimizer: torch.optim.Optimizer, loader: DataLoader, device: torch.device,
+                 clip: float | None = None) -> None:
+        self.model = model.to(device).train()
+        self.loss = loss
+        self.optimizer = optimizer
+        self.loader = loader
+        self.device = device
+        self.clip = clip
+        self.seconds = 0.0
+        self.graphs = 0
+        self._batches: Iterator = iter(())
+
+    def _next(self) -> object:
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self._batches = iter(self.loader)
+            return next(self._batches)
+
+    def _step(self) -> int:
+        batch = self._next().to(self.device, non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss(self.model, batch).backward()
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.optimizer.step()
+        return int(batch.num_graphs)
+
+    def run(self, steps: int, timed: bool = True) -> None:
+        """Runs ``steps`` steps; adds their wall time and graphs to the totals when ``timed``."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        graphs = sum(self._step() for _ in range(steps))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        if timed:
+            self.seconds += time.perf_counter() - t0
+            self.graphs += graphs
+
+    def graphs_per_second(self) -> float:
+        """Throughput of the timed steps so far."""
+        return self.graphs / self.seconds if self.seconds > 0 else float("nan")
+
+
+def recipe_trainer(device: torch.device) -> Tuple[StepTimer, DataLoader, str]:
+    r"""The ZINC GEAET recipe's model and optimiser on its training loader; returns the trainer,
+    the loader (shared with the reference) and a note (recipe, batch size, parameter counts)."""
+    from gea_graph.models import build_model, count_parameters
+    from gea_graph.train.data import load_datasets, make_loader
+    from gea_graph.train.metrics import loss_fn, prepare, resolve_task
+    from gea_graph.bench.perf_data import ZINC_PE, zinc
+    from gea_graph.train.recipe import load_recipe
+
+    # The recipe's data section, pointed at the suite's ZINC build (its PEs are a superset of the
+    # recipe's RWPE-20; the model reads only what it needs).
+    recipe = load_recipe(RECIPE, overrides=[f"data.root={zinc().root}", f"data.pe={ZINC_PE}"])
+    train = load_datasets(recipe.data)["train"]
+    loader = make_loader(train, recipe.trainer.batch_size, shuffle_seed=0)
+    torch.manual_seed(0)
+    model = build_model(recipe.model)
+    loss_name, _ = resolve_task(recipe.model, recipe.trainer.loss, recipe.trainer.metric)
+    criterion = loss_fn(loss_name)
+    task = recipe.model.task
+
+    def loss(m: Module, batch: object) -> Tensor:
+        pred, target = prepare(m(batch), batch, task)
+        return criterion(pred, target) + m.aux_loss()
+
+    opt = recipe.optim
+    optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=tuple(opt.betas),
+                                  eps=opt.eps, weight_decay=opt.weight_decay)
+    note = (f"recipe {RECIPE} ({count_parameters(model)} parameters), batch "
+            f"{recipe.trainer.batch_size}")
+    return StepTimer(model, loss, optimizer, loader, device, opt.clip), loader, note
+
+
+def reference_trainer(loader: DataLoader, device: torch.device) -> StepTimer:
+    r"""PyG's GPS example model (10 × ``GPSConv(GINE)``, width 64, RWPE-20) with its optimiser
+    (Adam, lr 1e-3, weight decay 1e-5) and L1 loss, on ``loader``."""
+    from gea_graph.bench.perf_pipeline import GPSExample
+
+    sample = loader.dataset
+    x = torch.cat([sample[i].x.view(sample[i].num_nodes, -1) for i in range(min(len(sample), 2000))])
+    e = torch.cat([sample[i].edge_attr.view(sample[i].edge_index.size(1), -1)
+                   for i in range(min(len(sample), 2000))])
+    # Embedding sizes: OGB's full vocabularies where the features are OGB's, else seen maxima.
+    atom_dims, bond_dims = _feature_dims(x), _feature_dims(e)
+    torch.manual_seed(0)
+    model = GPSExample(atom_dims, bond_dims)
+
+    def loss(m: Module, batch: object) -> Tensor:
+        pred = m(batch.x, batch.rw_pe, batch.edge_index, batch.edge_attr, batch.batch)
+        return torch.nn.functional.l1_loss(pred, batch.y.view(pred.shape).to(pred.dtype))
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-5)
+    return StepTimer(model, loss, optimizer, loader, device)
+
+
+def _feature_dims(t: Tensor) -> list[int]:
+    from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
+
+    for dims in (get_atom_feature_dims(), get_bond_feature_dims()):
+        if len(dims) == t.size(1) and bool((t.max(0).values < torch.tensor(dims)).all()):
+            return list(dims)
+    return [int(v) + 1 for v in t.max(0).values]
