@@ -16,32 +16,35 @@ _COEFFS = ("w0", "w1", "wK")
 class _GFSACore(torch.autograd.Function):
     r"""Fused ``softmax(S)`` -> ``Z = A (c1 V + c2 A V)`` with a hand-written backward.
 
-    Same math as the autograd graph of the plain ops, but the gradient w.r.t. ``A`` comes from one
-    batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, which
-    saves two passes over the ``N x N`` tensors (the cost that dominates on small graphs)."""
+    Same math as the autograd graph of the plain ops, but (1) the gradient w.r.t. ``A`` comes from
+    one batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, and
+    (2) the value-side products run in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]``
+    rows), which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``."""
 
     @staticmethod
     def forward(ctx, s: Tensor, v: Tensor, c1: Tensor, c2: Tensor) -> Tuple[Tensor, Tensor]:
         a = torch.softmax(s, dim=-1)  # [BH, N, N]
-        y = torch.bmm(a, v)
-        t = torch.addcmul(v * c1, y, c2)  # c1 V + c2 A V
-        z = torch.bmm(a, t)
-        ctx.save_for_backward(a, v, y, t, c1, c2)
+        at = a.transpose(1, 2)
+        vt = v.transpose(1, 2)  # [BH, d, N]
+        yt = torch.bmm(vt, at)  # (A V)^T
+        tt = torch.addcmul(vt * c1, yt, c2)  # (c1 V + c2 A V)^T
+        zt = torch.bmm(tt, at)
+        ctx.save_for_backward(a, vt, yt, tt, c1, c2)
         ctx.mark_non_differentiable(a)
-        return z, a
+        return zt.transpose(1, 2), a
 
     @staticmethod
     def backward(ctx, dz: Tensor, _da_unused: Optional[Tensor]):
-        a, v, y, t, c1, c2 = ctx.saved_tensors
-        at = a.transpose(1, 2)
-        dt = torch.bmm(at, dz)  # dL/dT
-        dy = dt * c2
-        dv = torch.baddbmm(dt * c1, at, dy)  # c1 dT + A^T (c2 dT)
-        da = torch.bmm(torch.cat([dz, dy], -1), torch.cat([t, v], -1).transpose(1, 2))
+        a, vt, yt, tt, c1, c2 = ctx.saved_tensors
+        dzt = dz.transpose(1, 2)
+        dtt = torch.bmm(dzt, a)  # (A^T dZ)^T
+        dyt = dtt * c2
+        dvt = torch.baddbmm(dtt * c1, dyt, a)  # (c1 dT + A^T c2 dT)^T
+        da = torch.bmm(torch.cat([dzt, dyt], 1).transpose(1, 2), torch.cat([tt, vt], 1))
         ds = torch._softmax_backward_data(da, a, -1, a.dtype)
-        dc1 = (dt * v).sum((1, 2), keepdim=True) if ctx.needs_input_grad[2] else None
-        dc2 = (dt * y).sum((1, 2), keepdim=True) if ctx.needs_input_grad[3] else None
-        return ds, dv, dc1, dc2
+        dc1 = (dtt * vt).sum((1, 2), keepdim=True) if ctx.needs_input_grad[2] else None
+        dc2 = (dtt * yt).sum((1, 2), keepdim=True) if ctx.needs_input_grad[3] else None
+        return ds, dvt.transpose(1, 2), dc1, dc2
 
 
 class GFSACoefficients(NamedTuple):

@@ -130,11 +130,14 @@ class PLaplacianAttention(DenseAttentionBase):
             if self.detach_p:
                 v = v.detach()
             v3 = v.reshape(B * H, N, D)
-            sq = v3.pow(2).sum(-1)
-            # ||v_i||^2 + ||v_j||^2 - 2 v_i.v_j + eps in one baddbmm; clamping at eps is the same
-            # as clamping the (rounding-negative) squared distance at 0 before adding eps.
-            d2 = torch.baddbmm(sq.unsqueeze(-1) + (sq.unsqueeze(-2) + self.eps), v3,
-                               v3.transpose(1, 2), alpha=-2.0).clamp_min(self.eps)
+            sq = v3.pow(2).sum(-1, keepdim=True)
+            one = torch.ones_like(sq)
+            # ||v_i||^2 + ||v_j||^2 - 2 v_i.v_j + eps as ONE batched matmul of augmented vectors
+            # [v_i, |v_i|^2, 1] . [-2 v_j, 1, |v_j|^2 + eps] (no N x N broadcast-add pass);
+            # clamping at eps equals clamping the rounding-negative distance at 0, then + eps.
+            lhs = torch.cat([v3, sq, one], dim=-1)
+            rhs = torch.cat([v3 * -2.0, one, sq + self.eps], dim=-1)
+            d2 = torch.bmm(lhs, rhs.transpose(1, 2)).clamp_min(self.eps)
             d2 = d2.view(B, H, N, N)
             if exponent is None:
                 return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
