@@ -34,6 +34,7 @@ class _GFSACore(torch.autograd.Function):
         return zt.transpose(1, 2), a
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, dz: Tensor, _da_unused: Optional[Tensor]):
         a, vt, yt, tt, c1, c2 = ctx.saved_tensors
         dzt = dz.transpose(1, 2)
