@@ -137,6 +137,9 @@ class GFSA(DenseAttentionBase):
                 self.register_parameter(name, Parameter(t))
             else:
                 self.register_buffer(name, t)
+        #: From this many nodes on (and without attention dropout or stored weights), GFSA runs as
+        #: two fused SDPA passes instead of the explicit softmax path.
+        self.sdpa_min_nodes = 96
         # A fixed w0 == 0 needs no identity term at all (saves a pass over V).
         self._use_w0 = "w0" in learn or self.inits["w0"] != 0.0
 
@@ -172,9 +175,18 @@ class GFSA(DenseAttentionBase):
                need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
         B, H, N, D = q.shape
         c0, c1, c2 = self.polynomial()
-        fused = (not (self.training and self.dropout > 0) and bias.shape == (B, H, N, N)
+        no_drop = not (self.training and self.dropout > 0)
+        fused = (no_drop and bias.shape == (B, H, N, N)
                  and not torch.is_autocast_enabled(q.device.type))
-        if fused:
+        if no_drop and not need_weights and N >= self.sdpa_min_nodes:
+            # Large N: two fused SDPA passes (Y = A V, then A (c1 V + c2 Y)) never materialise
+            # the N x N matrix; cheaper than the explicit path once the flash kernel pays off.
+            cc1, cc2 = (c.to(v.dtype).view(1, -1, 1, 1) for c in (c1, c2))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            out = F.scaled_dot_product_attention(q, k, torch.addcmul(v * cc1, y, cc2),
+                                                 attn_mask=bias)
+            attn = None
+        elif fused:
             # H V = c0 V + A (c1 V + c2 A V): equal to c1 A V + c2 A(A V), never A^2
             s = torch.baddbmm(bias.reshape(B * H, N, N), q.reshape(B * H, N, D),
                               k.reshape(B * H, N, D).transpose(1, 2), alpha=self.scale)
