@@ -204,7 +204,7 @@ class GEANet(Module):
                 and att.norm_scope == "graph"):
             if edge_index is None:
                 raise ValueError("GEANet with edge units needs 'edge_index' to batch the edges")
-            edge_batch = batch[edge_index[0]]
+            edge_batch = batch.index_select(0, edge_index[0])
         h, edge_out = att(x, batch, edge_attr, edge_batch, num_graphs=num_graphs)
         if self.dropout > 0.0 and self.training:
             h = torch.nn.functional.dropout(h, self.dropout, True)

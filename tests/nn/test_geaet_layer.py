@@ -196,3 +196,14 @@ def test_attention_maps_repr_reset():
     w = m.ffn_in.weight.detach().clone()
     m.reset_parameters()
     assert not torch.equal(w, m.ffn_in.weight)
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "graph_layer_norm", "graph_norm", None])
+def test_norm_choices(norm):
+    torch.manual_seed(0)
+    m = GEAETLayer(8, heads=2, norm=norm)
+    x, ei, ea, batch = _batch([3, 5], dtype=torch.float32)
+    out, _ = m(x, ei, ea, batch)
+    assert torch.isfinite(out).all()
+    if norm == "layer_norm":  # per node: every output row is normalised on its own
+        torch.testing.assert_close(out.mean(-1), torch.zeros(8), atol=1e-5, rtol=0)
