@@ -94,6 +94,13 @@ class GFSA(DenseAttentionBase):
     * :math:`\mathbf{H}` is not renormalised (rows sum to :math:`w_0+w_1+w_K`), as in the paper.
     * The graph token, if any, is part of the token graph like any node.
 
+    Execution paths (all compute the same function): for :math:`N \geq` ``sdpa_min_nodes`` (96)
+    without attention dropout or stored weights, two fused
+    :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no :math:`N \times N`
+    tensor); otherwise an explicit softmax followed by a fused autograd function (transposed-layout
+    GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`), or plain ops under autocast or with
+    attention dropout in training.
+
     For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
     :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
     :math:`\bar{\mathbf{A}}`; ``forward(..., return_attention=True)`` / ``store_attention``
