@@ -147,7 +147,8 @@ def fit(recipe: Recipe, out_dir: Union[str, os.PathLike], seed: Optional[int] = 
         seed: The run's seed (default: the recipe's first seed).
         resume: Continue from ``checkpoints/last.ckpt`` (a fresh start when there is none).
         accelerator, devices, num_nodes, strategy: Lightning's (``strategy="ddp"`` with ``devices=2`` trains on two
-            processes; metrics are synchronised by torchmetrics).
+            processes, tolerating parameters unused by the loss such as the last layer's edge update; metrics are
+            synchronised by torchmetrics).
         max_time: Wall-clock cap in minutes (default: the recipe's ``trainer.max_time``).
         tensorboard: Also log to TensorBoard.
         progress: Show progress bars.
@@ -181,6 +182,9 @@ def fit(recipe: Recipe, out_dir: Union[str, os.PathLike], seed: Optional[int] = 
                                  mode="max" if module.higher_is_better else "min", save_top_k=1, save_last=True,
                                  enable_version_counter=False, auto_insert_metric_name=False)
     minutes = max_time if max_time is not None else tr.max_time
+    if strategy == "ddp":
+        # The last layer's edge update (GatedGCN) feeds no loss: DDP must tolerate unused parameters.
+        strategy = "ddp_find_unused_parameters_true"
     trainer = L.Trainer(
         max_epochs=tr.max_epochs, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
         strategy=strategy, precision=resolve_precision(tr.precision, accelerator),

@@ -1,0 +1,217 @@
+r"""The benchmark runner behind ``gea-graph bench``: every recipe x seed, resumable, then the result files.
+
+Each run trains in its own process (``python -m gea_graph train ... --resume``) into ``DIR/<recipe>/seed<seed>/``, so
+peak memory is per run, a crash does not stop the bench, and an interrupted bench continues where it stopped: a run
+whose ``result.json`` exists is skipped, a run with only ``checkpoints/last.ckpt`` resumes from it.
+
+Outputs in ``DIR``:
+
+- ``results.csv``: one row per run (:data:`CSV_COLUMNS`);
+- ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe, with the published
+  number beside it where the recipe copies a paper;
+- ``curves.png``: validation (solid) and test (dashed) metric against epoch, one panel per recipe, one line per seed.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
+from gea_graph.train.run import METRICS_FILE, read_metrics, read_result
+
+CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
+               "train_time_s", "peak_memory_mb", "metric")
+
+TREE_MODELS = ("geaet", "gcn", "gine", "gin", "gatedgcn")
+TREE_DEPTHS = (2, 3, 4, 5, 6, 7)
+SUITES = {"tree-neighbours-match": [f"{m}-tree-r{d}" for m in TREE_MODELS for d in TREE_DEPTHS]}
+
+
+@dataclass
+class BenchRun:
+    r"""One recipe x seed of a benchmark."""
+
+    recipe: Recipe
+    path: Path
+    seed: int
+    run_dir: Path
+
+    @property
+    def result(self) -> Optional[dict]:
+        return read_result(self.run_dir)
+
+
+def plan(recipes: Sequence[str], seeds: Optional[Sequence[int]], out_dir: Path,
+         overrides: Sequence[str] = ()) -> List[BenchRun]:
+    r"""The runs of a benchmark (the recipe's own seeds unless ``seeds`` is given)."""
+    runs = []
+    for spec in recipes:
+        path = resolve_recipe(spec)
+        recipe = load_recipe(path, overrides)
+        for seed in (seeds if seeds is not None else recipe.trainer.seeds):
+            runs.append(BenchRun(recipe, path, seed, out_dir / recipe.name / f"seed{seed}"))
+    return runs
+
+
+def train_command(run: BenchRun, overrides: Sequence[str], max_time: Optional[float],
+                  trainer_args: Sequence[str]) -> List[str]:
+    r"""The ``gea-graph train`` command line of one run."""
+    cmd = [sys.executable, "-m", "gea_graph", "train", str(run.path), *overrides, "--out", str(run.run_dir),
+           "--seed", str(run.seed), "--resume", "--no-progress", *trainer_args]
+    if max_time is not None:
+        cmd += ["--max-time", str(max_time)]
+    return cmd
+
+
+def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Optional[Sequence[int]] = None,
+              max_time: Optional[float] = None, overrides: Sequence[str] = (),
+              trainer_args: Sequence[str] = (), log=print) -> List[BenchRun]:
+    r"""Runs (or skips, when complete) every recipe x seed, then writes the result files. Returns the runs; those
+    that failed have no ``result``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = plan(recipes, seeds, out, overrides)
+    for i, run in enumerate(runs, 1):
+        tag = f"[{i}/{len(runs)}] {run.recipe.name} seed {run.seed}"
+        if run.result is not None:
+            log(f"{tag}: complete, skipped")
+            continue
+        log(f"{tag}: training in {run.run_dir}")
+        proc = subprocess.run(train_command(run, overrides, max_time, trainer_args))
+        if proc.returncode != 0 or run.result is None:
+            log(f"{tag}: FAILED (exit code {proc.returncode}); see the output above")
+    write_reports(runs, out)
+    return runs
+
+
+# -- reports --------------------------------------------------------------------------------------------------------
+
+
+def result_rows(runs: Sequence[BenchRun]) -> List[Dict[str, object]]:
+    r"""The ``results.csv`` rows of the complete runs."""
+    rows = []
+    for run in runs:
+        res = run.result
+        if res is None:
+            continue
+        rows.append({"recipe": res["recipe"], "dataset": res["dataset"], "seed": res["seed"],
+                     "params": res["params"], "epochs": res["epochs"], "best_val_epoch": res["best_epoch"],
+                     "val_metric": res["val"], "test_metric": res["test"], "train_time_s": res["train_time_s"],
+                     "peak_memory_mb": res["peak_memory_mb"], "metric": res["metric"]})
+    return rows
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    r"""Mean and population standard deviation (``np.std``, ddof 0, as GraphGPS's aggregation)."""
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def _fmt(values: Sequence[float]) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:.4f} ± {std:.4f}"
+
+
+def markdown(runs: Sequence[BenchRun]) -> str:
+    r"""``results.md``: a table per dataset, one line per recipe (mean ± std over its complete seeds)."""
+    by_dataset: Dict[str, Dict[str, List[BenchRun]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        if run.result is not None:
+            by_dataset[run.result["dataset"]][run.recipe.name].append(run)
+    lines = ["# Benchmark results", "",
+             "Test metric read at the best-validation epoch of each seed; mean ± population std over seeds.", ""]
+    for dataset, recipes in by_dataset.items():
+        first = next(iter(recipes.values()))[0].result
+        direction = "higher is better" if first["higher_is_better"] else "lower is better"
+        lines += [f"## {dataset} ({first['metric']}, {direction})", "",
+                  "| recipe | params | seeds | epochs | val | test | paper |", "|---|---|---|---|---|---|---|"]
+        for name, group in recipes.items():
+            res = [r.result for r in group]
+            paper = group[0].recipe.paper
+            published = "–"
+            if paper is not None:
+                published = f"{paper.value:.4f}" + (f" ± {paper.std:.4f}" if paper.std is not None else "")
+                published += f" ({paper.metric}; {paper.source})"
+            epochs = sorted({r["epochs"] for r in res})
+            lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
+                         f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {published} |")
+        lines.append("")
+    if not by_dataset:
+        lines.append("No complete runs.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
+    r"""``curves.png``: validation (solid) and test (dashed) metric per epoch, a panel per recipe."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: Dict[str, List[BenchRun]] = defaultdict(list)
+    for run in runs:
+        if (run.run_dir / METRICS_FILE).is_file():
+            groups[run.recipe.name].append(run)
+    n = max(len(groups), 1)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, (name, group) in zip(axes.flat, groups.items()):
+        for run in group:
+            hist = read_metrics(run.run_dir / METRICS_FILE)
+            epochs = [r["epoch"] + 1 for r in hist]
+            line, = ax.plot(epochs, [r["val"] for r in hist], label=f"seed {run.seed} val")
+            ax.plot(epochs, [r["test"] for r in hist], "--", color=line.get_color(), label=f"seed {run.seed} test")
+        metric = group[0].result["metric"] if group[0].result else "metric"
+        ax.set(title=name, xlabel="epoch", ylabel=metric)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(groups):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_reports(runs: Sequence[BenchRun], out: Path) -> None:
+    r"""Writes ``results.csv``, ``results.md`` and ``curves.png`` into ``out``."""
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
+        writer.writeheader()
+        writer.writerows(result_rows(runs))
+    (out / "results.md").write_text(markdown(runs))
+    plot_curves(runs, out / "curves.png")
+
+
+def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
+    r"""Test accuracy (mean ± std over seeds) against tree depth per model, like GEAET's Figure 7."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points: Dict[str, Dict[int, List[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        res = run.result
+        name = run.recipe.name
+        if res is None or "-tree-r" not in name:
+            continue
+        model, depth = name.rsplit("-tree-r", 1)
+        points[model][int(depth)].append(res["test"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, by_depth in points.items():
+        depths = sorted(by_depth)
+        stats = [mean_std(by_depth[d]) for d in depths]
+        ax.errorbar(depths, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3, label=model)
+    ax.set(xlabel="problem radius r", ylabel="test accuracy", ylim=(0, 1.05),
+           title="TreeNeighbourMatch (GEAET Fig. 7)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
