@@ -1,7 +1,7 @@
 r"""Graph external attention (GEA) of GEAET."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,7 +19,7 @@ class _GroupSoftmax(torch.autograd.Function):
     :math:`g_a = p \odot (g - \sum_{\text{group}} g \odot p)`. Only :math:`p` is saved."""
 
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, index: Optional[Tensor], num_groups: int) -> Tensor:
+    def forward(ctx: Any, logits: Tensor, index: Tensor | None, num_groups: int) -> Tensor:
         if logits.size(0) == 0:
             index = None
             p = logits.clone()
@@ -39,7 +39,7 @@ class _GroupSoftmax(torch.autograd.Function):
         return p
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None]:
         p, index = ctx.saved_tensors
         s = grad * p
         if index is None:
@@ -49,8 +49,8 @@ class _GroupSoftmax(torch.autograd.Function):
         return s.sub_(total.mul_(p)), None, None
 
 
-def group_softmax(logits: Tensor, index: Optional[Tensor] = None,
-                  num_groups: Optional[int] = None) -> Tensor:
+def group_softmax(logits: Tensor, index: Tensor | None = None,
+                  num_groups: int | None = None) -> Tensor:
     r"""Softmax of ``logits`` ``[M, ...]`` over dim 0 within each group of :obj:`index` (one group
     = one graph; :obj:`None` = all rows form one group), computed in at least float32 and
     returned in the input dtype.
@@ -85,9 +85,9 @@ class _ExternalUnits(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, logits2: Tensor, index: Optional[Tensor], num_groups: int,
-                weight: Tensor, bias: Optional[Tensor], eps: float
-                ) -> Tuple[Tensor, Tensor, Tensor]:
+    def forward(ctx: Any, logits2: Tensor, index: Tensor | None, num_groups: int,
+                weight: Tensor, bias: Tensor | None, eps: float
+                ) -> tuple[Tensor, Tensor, Tensor]:
         M, H, S = logits2.shape
         dh = weight.size(0)
         if M == 0:
@@ -115,7 +115,7 @@ class _ExternalUnits(torch.autograd.Function):
         return out.view(M, H, dh), p, rinv.view(M, H, 1)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor, _gp: Any, _gr: Any) -> Tuple[Any, ...]:
+    def backward(ctx: Any, grad: Tensor, _gp: Any, _gr: Any) -> tuple[Any, ...]:
         p2, o, rinv, weight, index = ctx.saved_tensors
         M_H, S = p2.shape
         dh = weight.size(0)
@@ -139,8 +139,8 @@ _LN2 = 0.6931471805599453
 _LOG2E = 1.4426950408889634
 
 
-def double_normalize(logits: Tensor, index: Optional[Tensor] = None,
-                     num_groups: Optional[int] = None, eps: float = 1e-9) -> Tensor:
+def double_normalize(logits: Tensor, index: Tensor | None = None,
+                     num_groups: int | None = None, eps: float = 1e-9) -> Tensor:
     r"""The double normalisation of GEAET Eq. 3 on ``logits`` of shape ``[M, H, S]``: the
     :func:`group_softmax` over the rows (nodes or edges) per head and unit column, then an L1
     normalisation over the units (last dim) with :obj:`eps` in the denominator."""
@@ -260,7 +260,7 @@ class ExternalAttention(Module):
         self,
         channels: int,
         heads: int = 1,
-        units: Optional[int] = None,
+        units: int | None = None,
         edge_units: bool = False,
         shared_unit: bool = False,
         norm_scope: str = "graph",
@@ -288,8 +288,8 @@ class ExternalAttention(Module):
         self.eps = eps
         self.edge_head_split = edge_head_split
         self.store_attention = store_attention
-        self.attention: Optional[Tensor] = None
-        self.edge_attention: Optional[Tensor] = None
+        self.attention: Tensor | None = None
+        self.edge_attention: Tensor | None = None
 
         self.shared = Linear(channels, channels, bias=bias) if shared_unit else None
         self.node_key = Linear(self.head_channels, self.units, bias=bias)
@@ -312,9 +312,9 @@ class ExternalAttention(Module):
         self.attention = None
         self.edge_attention = None
 
-    def _attend(self, h: Tensor, key: Linear, value: Linear, index: Optional[Tensor],
-                num_groups: Optional[int], strided: bool,
-                need_attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
+    def _attend(self, h: Tensor, key: Linear, value: Linear, index: Tensor | None,
+                num_groups: int | None, strided: bool,
+                need_attention: bool) -> tuple[Tensor, Tensor | None]:
         M, dh = h.size(0), self.head_channels
         if strided:  # authors' edge layout: channel c -> head c mod H, written back head-major
             h = h.view(M, dh, self.heads).transpose(1, 2)
@@ -339,13 +339,12 @@ class ExternalAttention(Module):
     def forward(
         self,
         x: Tensor,
-        batch: Optional[Tensor] = None,
-        edge_attr: Optional[Tensor] = None,
-        edge_batch: Optional[Tensor] = None,
+        batch: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+        edge_batch: Tensor | None = None,
         return_attention: bool = False,
-        num_graphs: Optional[int] = None,
-    ) -> Union[Tuple[Tensor, Optional[Tensor]],
-               Tuple[Tensor, Optional[Tensor], Tensor, Optional[Tensor]]]:
+        num_graphs: int | None = None,
+    ) -> tuple[Tensor, Tensor | None] | tuple[Tensor, Tensor | None, Tensor, Tensor | None]:
         r"""Runs the forward pass of the module.
 
         Args:
@@ -355,7 +354,7 @@ class ExternalAttention(Module):
             edge_batch (torch.Tensor, optional): Graph id of every edge (e.g.
                 ``batch[edge_index[0]]``).
             return_attention (bool, optional): Also return the node and edge attention maps
-                :math:`[N, H, S]`, :math:`[E, H, S]` (not detached). (default: :obj:`False`)
+                :math:`[N, H, S]`, :math:`[E, H, S]` (without gradient). (default: :obj:`False`)
             num_graphs (int, optional): Number of graphs, saves a device sync.
         """
         graph = self.norm_scope == "graph"

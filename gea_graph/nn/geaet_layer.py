@@ -1,9 +1,8 @@
 r"""The GEAET layer: local MPNN + global attention + GEANet in parallel, summed, then an FFN."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module
@@ -110,35 +109,35 @@ class GEAETLayer(Module):
     def __init__(
         self,
         channels: int,
-        mpnn: Union[str, Module, None] = "gatedgcn",
-        attn: Union[str, Module, None] = "softmax",
+        mpnn: str | Module | None = "gatedgcn",
+        attn: str | Module | None = "softmax",
         gea: bool = True,
         heads: int = 4,
-        gea_heads: Optional[int] = None,
-        units: Optional[int] = None,
+        gea_heads: int | None = None,
+        units: int | None = None,
         edge_units: bool = False,
         shared_unit: bool = False,
         norm_scope: str = "graph",
-        norm: Optional[str] = "batch_norm",
-        norm_kwargs: Optional[Dict[str, Any]] = None,
+        norm: str | None = "batch_norm",
+        norm_kwargs: dict[str, Any] | None = None,
         act: str = "relu",
         use_ffn: bool = True,
         ffn_ratio: int = 2,
         dropout: float = 0.0,
-        local_dropout: Optional[float] = None,
-        global_dropout: Optional[float] = None,
-        external_dropout: Optional[float] = None,
-        ffn_dropout: Optional[float] = None,
+        local_dropout: float | None = None,
+        global_dropout: float | None = None,
+        external_dropout: float | None = None,
+        ffn_dropout: float | None = None,
         attn_dropout: float = 0.0,
         local_out_act: bool = False,
-        mpnn_kwargs: Optional[Dict[str, Any]] = None,
-        attn_kwargs: Optional[Dict[str, Any]] = None,
-        gea_kwargs: Optional[Dict[str, Any]] = None,
+        mpnn_kwargs: dict[str, Any] | None = None,
+        attn_kwargs: dict[str, Any] | None = None,
+        gea_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if mpnn is None and attn is None and not gea:
             raise ValueError("GEAETLayer needs at least one of 'mpnn', 'attn' and 'gea'")
-        pick = lambda p: float(dropout if p is None else p)  # noqa: E731
+        pick = lambda p: float(dropout if p is None else p)
         self.channels = channels
         self.heads = heads
         self.norm_name = norm
@@ -194,7 +193,7 @@ class GEAETLayer(Module):
             if m is not None and hasattr(m, "reset_parameters"):
                 m.reset_parameters()
 
-    def aux_loss(self) -> Optional[Tensor]:
+    def aux_loss(self) -> Tensor | None:
         r"""The global attention's auxiliary loss of the last forward (e.g. the AGF orthogonality
         regulariser), or :obj:`None` when it has none. Add it to the task loss."""
         fn = getattr(self.attention, "aux_loss", None)
@@ -224,8 +223,8 @@ class GEAETLayer(Module):
         edge_attr: OptTensor = None,
         batch: OptTensor = None,
         attn_bias: OptTensor = None,
-        num_graphs: Optional[int] = None,
-    ) -> Tuple[Tensor, OptTensor]:
+        num_graphs: int | None = None,
+    ) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module. :obj:`attn_bias` is passed to the global
         attention; :obj:`num_graphs` (optional) saves a device sync."""
         out: OptTensor = None

@@ -2,7 +2,7 @@ r"""GEANet: graph external attention with a skip connection (the GEAET paper's b
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,8 +29,8 @@ class NodeNorm(Module):
         if hasattr(self.module, "reset_parameters"):
             self.module.reset_parameters()
 
-    def forward(self, x: Tensor, batch: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> Tensor:
+    def forward(self, x: Tensor, batch: Tensor | None = None,
+                num_graphs: int | None = None) -> Tensor:
         r"""Runs the forward pass of the module."""
         if self.takes_batch:
             return self.module(x, batch, batch_size=num_graphs)
@@ -45,8 +45,8 @@ class NodeNorm(Module):
         return repr(self.module)
 
 
-def resolve_norm(norm: Optional[str], channels: int,
-                 norm_kwargs: Optional[Dict[str, Any]] = None) -> Optional[NodeNorm]:
+def resolve_norm(norm: str | None, channels: int,
+                 norm_kwargs: dict[str, Any] | None = None) -> NodeNorm | None:
     r"""Builds the normalisation used by :class:`GEANet` and
     :class:`~gea_graph.nn.GEAETLayer`.
 
@@ -88,8 +88,8 @@ class _BatchOnly(Module):
     def reset_parameters(self) -> None:
         self.module.reset_parameters()
 
-    def forward(self, x: Tensor, batch: Optional[Tensor] = None,
-                batch_size: Optional[int] = None) -> Tensor:
+    def forward(self, x: Tensor, batch: Tensor | None = None,
+                batch_size: int | None = None) -> Tensor:
         return self.module(x, batch)
 
     def __repr__(self) -> str:
@@ -146,13 +146,13 @@ class GEANet(Module):
         self,
         channels: int,
         heads: int = 4,
-        units: Optional[int] = None,
+        units: int | None = None,
         edge_units: bool = False,
         shared_unit: bool = False,
         norm_scope: str = "graph",
         dropout: float = 0.0,
-        norm: Optional[str] = "batch_norm",
-        norm_kwargs: Optional[Dict[str, Any]] = None,
+        norm: str | None = "batch_norm",
+        norm_kwargs: dict[str, Any] | None = None,
         residual: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -183,7 +183,7 @@ class GEANet(Module):
         self.attention.store_attention = value
 
     @property
-    def last_attention(self) -> Optional[Tensor]:
+    def last_attention(self) -> Tensor | None:
         r"""The node attention map :math:`[N, H, S]` of the last forward (with
         :attr:`store_attention`)."""
         return self.attention.attention
@@ -191,11 +191,11 @@ class GEANet(Module):
     def forward(
         self,
         x: Tensor,
-        edge_index: Optional[Tensor] = None,
-        edge_attr: Optional[Tensor] = None,
-        batch: Optional[Tensor] = None,
-        num_graphs: Optional[int] = None,
-    ) -> Tuple[Tensor, Optional[Tensor]]:
+        edge_index: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+        batch: Tensor | None = None,
+        num_graphs: int | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         r"""Runs the forward pass of the module. :obj:`edge_index` is only read to find the graph
         of each edge (edge units with :obj:`norm_scope="graph"`)."""
         edge_batch = None

@@ -2,7 +2,7 @@ r"""Local message-passing branches for GEAET-style layers, all called as
 ``(x, edge_index, edge_attr) -> (x, edge_attr)``."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -60,9 +60,9 @@ class GatedGCNLayer(Module):
           :math:`(|\mathcal{E}|, d)`
     """
 
-    def __init__(self, channels: int, dropout: float = 0.0, act: Union[str, Any] = "relu",
+    def __init__(self, channels: int, dropout: float = 0.0, act: str | Any = "relu",
                  batch_norm: bool = True, residual: bool = True, eps: float = 1e-6,
-                 act_kwargs: Optional[Dict[str, Any]] = None) -> None:
+                 act_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.channels = channels
         self.dropout = float(dropout)
@@ -84,7 +84,7 @@ class GatedGCNLayer(Module):
             if bn is not None:
                 bn.reset_parameters()
 
-    def _norm(self, bn: Optional[Module], h: Tensor) -> Tensor:
+    def _norm(self, bn: Module | None, h: Tensor) -> Tensor:
         if bn is None:
             return h
         if self.training and h.size(0) <= 1:  # one row: use the running statistics
@@ -93,7 +93,7 @@ class GatedGCNLayer(Module):
         return bn(h)
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                edge_attr: OptTensor = None) -> Tuple[Tensor, Tensor]:
+                edge_attr: OptTensor = None) -> tuple[Tensor, Tensor]:
         r"""Runs the forward pass of the module."""
         if edge_attr is None:
             raise ValueError("GatedGCNLayer needs edge features 'edge_attr' of width 'channels'")
@@ -158,7 +158,7 @@ class GCNLayer(_ConvAdapter):
         super().__init__(channels, GCNConv(channels, channels, **kwargs))
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                edge_attr: OptTensor = None) -> Tuple[Tensor, OptTensor]:
+                edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module."""
         return self.conv(x, edge_index), edge_attr
 
@@ -173,11 +173,11 @@ class GINLayer(_ConvAdapter):
         **kwargs (optional): Arguments of :class:`~torch_geometric.nn.conv.GINConv`.
     """
 
-    def __init__(self, channels: int, nn: Optional[Module] = None, **kwargs: Any) -> None:
+    def __init__(self, channels: int, nn: Module | None = None, **kwargs: Any) -> None:
         super().__init__(channels, GINConv(nn if nn is not None else _mlp(channels), **kwargs))
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                edge_attr: OptTensor = None) -> Tuple[Tensor, OptTensor]:
+                edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module."""
         return self.conv(x, edge_index), edge_attr
 
@@ -195,13 +195,13 @@ class GINELayer(_ConvAdapter):
         **kwargs (optional): Arguments of :class:`~torch_geometric.nn.conv.GINEConv`.
     """
 
-    def __init__(self, channels: int, nn: Optional[Module] = None, edge_dim: Optional[int] = None,
+    def __init__(self, channels: int, nn: Module | None = None, edge_dim: int | None = None,
                  **kwargs: Any) -> None:
         super().__init__(channels, GINEConv(nn if nn is not None else _mlp(channels),
                                             edge_dim=edge_dim, **kwargs))
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                edge_attr: OptTensor = None) -> Tuple[Tensor, OptTensor]:
+                edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module."""
         if edge_attr is None:
             raise ValueError("GINELayer needs edge features 'edge_attr'")
@@ -211,8 +211,8 @@ class GINELayer(_ConvAdapter):
 _ALIASES = {"customgatedgcn": GatedGCNLayer, "gatedgcnlayer": GatedGCNLayer}
 
 
-def mpnn_resolver(name: Union[str, Module, None], channels: int,
-                  **kwargs: Any) -> Optional[Module]:
+def mpnn_resolver(name: str | Module | None, channels: int,
+                  **kwargs: Any) -> Module | None:
     r"""Builds a local MPNN branch by name: :obj:`"gatedgcn"` (:class:`GatedGCNLayer`),
     :obj:`"gcn"`, :obj:`"gin"`, :obj:`"gine"` (the adapters), or :obj:`None` (no branch). A module
     is returned as is. ``kwargs`` go to the class."""

@@ -2,7 +2,8 @@ r"""Encoders of the positional encodings of the data schema (``lap_eigvec`` / ``
 ``lap_mask`` and ``rw_pe``), joined to the node features by concatenation or addition."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ def _batch_norm(bn: torch.nn.BatchNorm1d, h: Tensor, training: bool) -> Tensor:
 class _PEJoin(Module):
     r"""Shared handling of the node features: optional input map and concat / add."""
 
-    def __init__(self, dim_pe: int, in_channels: Optional[int], out_channels: Optional[int],
+    def __init__(self, dim_pe: int, in_channels: int | None, out_channels: int | None,
                  mode: str) -> None:
         super().__init__()
         if mode not in MODES:
@@ -37,7 +38,7 @@ class _PEJoin(Module):
             width = out_channels - dim_pe if mode == "concat" else out_channels
             if width <= 0:
                 raise ValueError(f"'out_channels' ({out_channels}) must exceed 'dim_pe' ({dim_pe})")
-            self.lin_x: Optional[Linear] = Linear(in_channels, width)
+            self.lin_x: Linear | None = Linear(in_channels, width)
         else:
             self.lin_x = None
         self.dim_pe = dim_pe
@@ -117,9 +118,9 @@ class LapPEEncoder(_PEJoin):
     """
 
     def __init__(self, dim_pe: int, model: str = "deepset", num_layers: int = 2,
-                 k: Optional[int] = None, in_channels: Optional[int] = None,
-                 out_channels: Optional[int] = None, mode: str = "concat",
-                 act: Union[str, Any] = "relu", raw_norm: bool = False,
+                 k: int | None = None, in_channels: int | None = None,
+                 out_channels: int | None = None, mode: str = "concat",
+                 act: str | Any = "relu", raw_norm: bool = False,
                  sign_flip: bool = True) -> None:
         super().__init__(dim_pe, in_channels, out_channels, mode)
         if model not in LAP_MODELS:
@@ -155,7 +156,7 @@ class LapPEEncoder(_PEJoin):
         if self.lin_x is not None:
             self.lin_x.reset_parameters()
 
-    def forward(self, x: OptTensor, pe: Union[Tensor, Sequence[Tensor]],
+    def forward(self, x: OptTensor, pe: Tensor | Sequence[Tensor],
                 eigval: OptTensor = None, mask: OptTensor = None,
                 batch: OptTensor = None) -> Tensor:
         r"""Runs the forward pass of the module (see the class doc for the arguments)."""
@@ -237,7 +238,7 @@ class RWPEEncoder(_PEJoin):
     """
 
     def __init__(self, walk_length: int, dim_pe: int, norm: bool = True,
-                 in_channels: Optional[int] = None, out_channels: Optional[int] = None,
+                 in_channels: int | None = None, out_channels: int | None = None,
                  mode: str = "concat") -> None:
         super().__init__(dim_pe, in_channels, out_channels, mode)
         self.walk_length = walk_length

@@ -76,13 +76,13 @@ def _batch(sizes, channels, dtype=torch.float64, edges_per_node=2, seed=0):
 
 
 CONFIGS = [
-    dict(),
-    dict(edge_units=True),
-    dict(edge_units=True, shared_unit=True),
-    dict(edge_units=True, shared_unit=True, edge_head_split="strided"),
-    dict(shared_unit=True),  # crashes in the authors' code
-    dict(units=5, out_proj=True, edge_units=True),
-    dict(norm_scope="batch", edge_units=True),
+    {},
+    {"edge_units": True},
+    {"edge_units": True, "shared_unit": True},
+    {"edge_units": True, "shared_unit": True, "edge_head_split": "strided"},
+    {"shared_unit": True},  # crashes in the authors' code
+    {"units": 5, "out_proj": True, "edge_units": True},
+    {"norm_scope": "batch", "edge_units": True},
 ]
 
 
@@ -103,7 +103,7 @@ def test_matches_naive_equations(cfg):
 
 
 def test_parameter_counts_match_paper():
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    count = lambda m: sum(p.numel() for p in m.parameters())
     assert count(ExternalAttention(224, 8, 28)) == 1624  # Peptides-Struct, node-only
     assert count(ExternalAttention(40, 4, 10)) == 220  # MNIST / CIFAR10
     assert count(ExternalAttention(68, 4, 17)) == 612  # VOC / COCO
@@ -225,17 +225,18 @@ def test_attention_maps_and_store():
     x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
     assert m.attention is None
     m.store_attention = True
-    out, _ = m(x, batch, ea, batch[ei[0]])
+    m(x, batch, ea, batch[ei[0]])
     assert m.attention.shape == (7, 2, 3) and not m.attention.requires_grad
     assert m.edge_attention.shape == (ea.size(0), 2, 3)
     torch.testing.assert_close(m.attention.sum(-1), torch.ones(7, 2))  # rows sum to 1 (L1 step)
     _, _, attn, eattn = m(x, batch, ea, batch[ei[0]], return_attention=True)
     torch.testing.assert_close(attn, m.attention)
+    torch.testing.assert_close(eattn, m.edge_attention)
 
 
 def test_edge_units_need_edge_batch():
     m = ExternalAttention(8, heads=2, edge_units=True)
-    x, batch, ei, ea = _batch([3, 4], 8, dtype=torch.float32)
+    x, batch, _, ea = _batch([3, 4], 8, dtype=torch.float32)
     with pytest.raises(ValueError, match="edge_batch"):
         m(x, batch, ea)
     m(x, None, ea)  # one graph: fine
@@ -257,8 +258,8 @@ def test_double_normalize_gradcheck(grouped):
     assert torch.autograd.gradcheck(lambda t: double_normalize(t, index, None, 1e-3), (logits,))
 
 
-@pytest.mark.parametrize("cfg", [dict(), dict(norm_scope="batch"), dict(edge_units=True,
-                                                                        edge_head_split="strided")])
+@pytest.mark.parametrize("cfg", [{}, {"norm_scope": "batch"}, {"edge_units": True,
+                                                                        "edge_head_split": "strided"}])
 def test_fused_backward_matches_autograd_reference(cfg):
     """The fused Eq. 3 + value-unit autograd node against plain autograd on the equations."""
     torch.manual_seed(0)

@@ -20,7 +20,7 @@ def _batch(sizes, d=8, dtype=torch.float64, seed=0, edges_per_node=2):
 
 def _naive_layer(m, x, ei, ea):
     """One graph, from the equations of the docstring, calling the branch modules directly."""
-    norm = lambda n, h: h if n is None else n(h)  # noqa: E731  (eval mode / per-node norms)
+    norm = lambda n, h: h if n is None else n(h)
     hs, e = [], ea
     if m.mpnn is not None:
         h, e = m.mpnn(x, ei, ea)
@@ -43,11 +43,11 @@ def _naive_layer(m, x, ei, ea):
 
 
 CONFIGS = [
-    dict(mpnn="gatedgcn", attn="softmax"),
-    dict(mpnn="gcn", attn=None, local_out_act=True, act="gelu", use_ffn=False),
-    dict(mpnn="gine", attn="softmax", gea=False),
-    dict(mpnn=None, attn="softmax", edge_units=True, shared_unit=True, norm="layer_norm"),
-    dict(mpnn="gin", attn=None, units=3, gea_heads=4, norm=None),
+    {"mpnn": "gatedgcn", "attn": "softmax"},
+    {"mpnn": "gcn", "attn": None, "local_out_act": True, "act": "gelu", "use_ffn": False},
+    {"mpnn": "gine", "attn": "softmax", "gea": False},
+    {"mpnn": None, "attn": "softmax", "edge_units": True, "shared_unit": True, "norm": "layer_norm"},
+    {"mpnn": "gin", "attn": None, "units": 3, "gea_heads": 4, "norm": None},
 ]
 
 
@@ -67,7 +67,7 @@ def test_matches_per_graph_reference(cfg):
 
 
 def test_parameter_counts_of_the_paper():
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    count = lambda m: sum(p.numel() for p in m.parameters())
     # Peptides-Struct: GCN(224) + GEANet(8 heads, S=28, node-only) + 3 BatchNorms, no FFN/attention
     pep = GEAETLayer(224, mpnn="gcn", attn=None, gea_heads=8, units=28, use_ffn=False,
                      local_out_act=True, act="gelu")

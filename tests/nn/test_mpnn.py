@@ -15,10 +15,11 @@ def _graph(n=6, e=14, d=8, dtype=torch.float64, seed=0):
 def _gatedgcn_naive(m, x, ei, ea):
     d = m.channels
     W, b = m.node_lin.weight, m.node_lin.bias
-    A, D, B, E = (lambda k: (lambda v: v @ W[k * d:(k + 1) * d].T + b[k * d:(k + 1) * d]))(0), \
-        (lambda v: v @ W[d:2 * d].T + b[d:2 * d]), (lambda v: v @ W[2 * d:3 * d].T + b[2 * d:3 * d]), \
-        (lambda v: v @ W[3 * d:].T + b[3 * d:])
-    C = lambda v: v @ m.edge_lin.weight.T + m.edge_lin.bias  # noqa: E731
+    def unit(k):  # the k-th d x d block of the fused [A | D | B | E] map
+        return lambda v: v @ W[k * d:(k + 1) * d].T + b[k * d:(k + 1) * d]
+
+    A, D, B, E = unit(0), unit(1), unit(2), unit(3)
+    C = lambda v: v @ m.edge_lin.weight.T + m.edge_lin.bias
     e_hat = torch.zeros_like(ea)
     num = torch.zeros_like(x)
     den = torch.zeros_like(x)
@@ -29,7 +30,7 @@ def _gatedgcn_naive(m, x, ei, ea):
         num[i] += s * B(x[j])
         den[i] += s
     x_new = A(x) + num / (den + m.eps)
-    bn = lambda h: h / (1 + 1e-5) ** 0.5  # noqa: E731  (eval, fresh running stats)
+    bn = lambda h: h / (1 + 1e-5) ** 0.5
     return x + torch.relu(bn(x_new)), ea + torch.relu(bn(e_hat))
 
 

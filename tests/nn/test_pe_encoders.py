@@ -4,7 +4,7 @@ import torch
 
 from gea_graph.nn import LapPEEncoder, RWPEEncoder
 
-count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+count = lambda m: sum(p.numel() for p in m.parameters())
 
 
 def _lap(n=6, k=4, dtype=torch.float64, seed=0):
