@@ -103,7 +103,9 @@ class Settings:
 
     ``repeats`` timed calls per side after ``warmup`` calls; ``train_steps`` optimiser steps for the
     throughput row; ``spd_graphs`` Peptides-func graphs for the shortest-path row; ``agf_sizes``
-    the node counts of the AGF scaling rows.
+    the node counts of the AGF scaling rows; ``layer_datasets`` the mini-batches of the layer rows
+    (the quick mode keeps ZINC only: a dense Peptides-func batch is 64 × ~440 nodes, and its rows
+    alone would take the quick run past its 3-minute budget on 2 cores).
     """
 
     device: torch.device
@@ -113,13 +115,15 @@ class Settings:
     train_steps: int
     spd_graphs: int
     agf_sizes: Tuple[int, ...] = (256, 1024, 4096)
+    layer_datasets: Tuple[str, ...] = ("ZINC", "Peptides-func")
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> "Settings":
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
-            return cls(device, True, repeats=20, warmup=3, train_steps=30, spd_graphs=64)
-        return cls(device, False, repeats=40, warmup=5, train_steps=200, spd_graphs=512)
+            return cls(device, True, repeats=20, warmup=2, train_steps=30, spd_graphs=64,
+                       layer_datasets=("ZINC",))
+        return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 
     @classmethod
     def tiny(cls, device: torch.device = torch.device("cpu")) -> "Settings":
@@ -313,6 +317,9 @@ def run_suite(settings: Settings, out_dir: Optional[Path] = None,
                        f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])]
         rows.extend(got)
         log(f"[perf] {name}: {time.perf_counter() - t0:.1f} s")
+        log(format_table(got))
+        if out_dir is not None:  # partial reports: an interrupted run keeps what it measured
+            write_reports(rows, out_dir, settings, time.perf_counter() - start)
     seconds = time.perf_counter() - start
     log(environment_line(settings))
     log(format_table(rows))

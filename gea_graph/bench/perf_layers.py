@@ -20,7 +20,6 @@ from gea_graph.bench.perf_data import LayerInput, layer_input
 
 CHANNELS = 64
 HEADS = 4
-DATASETS = ("ZINC", "Peptides-func")
 #: Largest shortest-path distance embedded in the Graphormer attention bias.
 MAX_DISTANCE = 20
 
@@ -67,7 +66,7 @@ def external_attention_rows(settings: Settings) -> List[Row]:
     from gea_graph.nn import ExternalAttention
 
     rows: List[Row] = []
-    for ds in DATASETS:
+    for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         ours = _seeded(lambda: ExternalAttention(CHANNELS, heads=HEADS), settings.device)
         ref = _seeded(lambda: TwoLinearFloor(CHANNELS, HEADS, ours.units), settings.device)
@@ -83,14 +82,14 @@ def _geaet_vs_gps(settings: Settings, label: str, target: float, **layer_kwargs:
     from gea_graph.nn import GEAETLayer
 
     rows: List[Row] = []
-    for ds in DATASETS:
+    for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         ours = _seeded(lambda: GEAETLayer(CHANNELS, heads=HEADS, **layer_kwargs),
                        settings.device)
         ref = _seeded(gps_reference, settings.device)
         rows += layer_rows(
             f"{label} [{ds}]", ours,
-            lambda: ours(inp.x, inp.edge_index, inp.edge_attr, inp.batch),
+            lambda: ours(inp.x, inp.edge_index, inp.edge_attr, inp.batch, num_graphs=inp.num_graphs),
             ref, lambda: ref(inp.x, inp.edge_index, inp.batch, edge_attr=inp.edge_attr),
             Target("<=", target), settings, _note(inp))
     return rows
@@ -143,7 +142,7 @@ def _graphormer_pair(settings: Settings, attn: str, target: float) -> List[Row]:
     from gea_graph.nn import GraphormerLayer
 
     rows: List[Row] = []
-    for ds in DATASETS:
+    for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         x, mask, bias = graphormer_inputs(inp, settings.device)
         ours = _seeded(lambda: GraphormerLayer(CHANNELS, HEADS, attn=attn), settings.device)

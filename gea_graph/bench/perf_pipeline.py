@@ -2,6 +2,7 @@ r"""Pipeline rows of the performance suite: shortest paths, the ZINC dataset bui
 end-to-end training throughput of the ZINC GEAET recipe against PyG's GPS example model."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import List
@@ -62,7 +63,9 @@ def dataset_build_rows(settings: Settings) -> List[Row]:
     build = build_zinc()
     sizes = sum(len(ds) for ds in build.splits.values())
     return [Row(f"dataset build [ZINC, {ZINC_PE}]", build.seconds, None, "s",
-                Target("<=", 30.0, on="ours"), f"{sizes} graphs, fresh temporary root")]
+                Target("<=", 30.0, on="ours"),
+                f"{sizes} graphs, fresh temporary root; {build.cpu_seconds:.1f} CPU-s; "
+                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")]
 
 
 class GPSExample(Module):
