@@ -21,8 +21,9 @@ public source. Fields of the graphs are fixed by ``docs/design.md`` (data schema
 from __future__ import annotations
 
 import os.path as osp
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any
 
 from torch_geometric.data import InMemoryDataset
 
@@ -46,20 +47,20 @@ from gea_graph.data.tree import TreeNeighbourMatch
 class DatasetInfo:
     """A registry entry: the class, its fixed arguments and what the dataset is."""
 
-    cls: Type[InMemoryDataset]
+    cls: type[InMemoryDataset]
     task: str
     metric: str
     source: str
     folder: str
-    splits: Tuple[str, ...] = ("train", "val", "test")
+    splits: tuple[str, ...] = ("train", "val", "test")
     num_outputs: int = 1
-    mirror_dir: Optional[str] = None
-    kwargs: Dict[str, Any] = field(default_factory=dict)
+    mirror_dir: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 _LRGB_SOURCE = "LRGB (Dwivedi et al. 2022), Dropbox files of PyG's LRGBDataset"
 
-DATASETS: Dict[str, DatasetInfo] = {
+DATASETS: dict[str, DatasetInfo] = {
     "zinc": DatasetInfo(ZINC, "graph regression", "MAE", "datamol-io/graphium ZINC_bench_gnn (Benchmarking GNNs)",
                         "zinc", mirror_dir="zinc-subset"),
     "peptides-func": DatasetInfo(PeptidesFunctional, "10-task multi-label graph classification", "AP",
@@ -82,8 +83,8 @@ for _depth in range(2, 8):
         num_outputs=2 ** _depth, kwargs={"depth": _depth})
 
 
-def get_dataset(name: str, root: Optional[PathLike] = None, split: str = "train", pe: Optional[str] = None,
-                transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
+def get_dataset(name: str, root: PathLike | None = None, split: str = "train", pe: str | None = None,
+                transform: Callable | None = None, pre_transform: Callable | None = None,
                 **kwargs: Any) -> InMemoryDataset:
     """Builds (once, then from cache) and returns one split of a registered dataset; see the module docstring."""
     key = name.lower()
@@ -101,7 +102,7 @@ def get_dataset(name: str, root: Optional[PathLike] = None, split: str = "train"
                     **{**info.kwargs, **kwargs})
 
 
-def availability(name: str, root: Optional[PathLike] = None) -> str:
+def availability(name: str, root: PathLike | None = None) -> str:
     """Where a dataset would come from now: ``processed`` (a cache exists), ``raw`` (raw files are in the data root),
     ``mirror`` (in ``$GEA_GRAPH_MIRROR``), ``generated`` (trees) or ``download``."""
     info = DATASETS[name]
@@ -119,10 +120,29 @@ def availability(name: str, root: Optional[PathLike] = None) -> str:
 
 
 __all__ = [
-    "DATASETS", "DatasetInfo", "get_dataset", "availability",
-    "ZINC", "PeptidesFunctional", "PeptidesStructural", "PCQM4Mv2", "PCQMContact", "PascalVOCSP", "COCOSP",
-    "TreeNeighbourMatch", "MoleculeCSV",
-    "CachedDataset", "RawFile", "fetch", "md5sum", "check_gzip", "atomic_torch_save", "cache_key",
-    "data_root", "mirror_root",
-    "RawFileError", "InvalidSmilesError", "UnsafePickleError",
+    "COCOSP",
+    "DATASETS",
+    "ZINC",
+    "CachedDataset",
+    "DatasetInfo",
+    "InvalidSmilesError",
+    "MoleculeCSV",
+    "PCQM4Mv2",
+    "PCQMContact",
+    "PascalVOCSP",
+    "PeptidesFunctional",
+    "PeptidesStructural",
+    "RawFile",
+    "RawFileError",
+    "TreeNeighbourMatch",
+    "UnsafePickleError",
+    "atomic_torch_save",
+    "availability",
+    "cache_key",
+    "check_gzip",
+    "data_root",
+    "fetch",
+    "get_dataset",
+    "md5sum",
+    "mirror_root",
 ]

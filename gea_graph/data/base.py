@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch_geometric.data import Data, InMemoryDataset
@@ -36,7 +36,7 @@ def save_collated(data_list: Sequence[Data], path: PathLike) -> None:
     atomic_torch_save((data.to_dict(), slices, data.__class__), path)
 
 
-def cache_key(pre_transform: Optional[Callable], pre_filter: Optional[Callable] = None, extra: str = "") -> str:
+def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None, extra: str = "") -> str:
     """Name of the processed-cache folder for a pre-transform / pre-filter configuration.
 
     ``plain`` without either; otherwise ``pe-<10 hex digits>`` hashed from their ``repr`` (our transforms' reprs
@@ -71,9 +71,9 @@ class CachedDataset(InMemoryDataset):
     splits: Sequence[str] = ("train", "val", "test")
     raw_files: Sequence[RawFile] = ()
 
-    def __init__(self, root: Optional[PathLike] = None, split: str = "train", transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None, pre_filter: Optional[Callable] = None,
-                 pe: Optional[str] = None, force_reload: bool = False) -> None:
+    def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
+                 pre_transform: Callable | None = None, pre_filter: Callable | None = None,
+                 pe: str | None = None, force_reload: bool = False) -> None:
         split = self._canonical_split(split)
         self.split = split
         pe_transform = parse_pe(pe)
@@ -104,11 +104,11 @@ class CachedDataset(InMemoryDataset):
                         cache_key(self.pre_transform, self.pre_filter, self.cache_extra()))
 
     @property
-    def raw_file_names(self) -> List[str]:
+    def raw_file_names(self) -> list[str]:
         return [raw.name for raw in self.raw_files]
 
     @property
-    def processed_file_names(self) -> List[str]:
+    def processed_file_names(self) -> list[str]:
         return [f"{split}.pt" for split in self.splits]
 
     # -- building -------------------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class CachedDataset(InMemoryDataset):
                 return str(fetch(raw, self.raw_dir))
         return osp.join(self.raw_dir, name)
 
-    def build(self) -> Dict[str, List[Data]]:
+    def build(self) -> dict[str, list[Data]]:
         """Returns the graphs of every split, before any pre-transform."""
         raise NotImplementedError
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Union
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 
 
-def data_root(root: Optional[PathLike] = None) -> Path:
+def data_root(root: PathLike | None = None) -> Path:
     """The data root: :obj:`root` if given, else ``$GEA_GRAPH_DATA``, else ``./datasets``."""
     if root is not None:
         return Path(root)
@@ -17,7 +16,7 @@ def data_root(root: Optional[PathLike] = None) -> Path:
     return Path(env) if env else Path("datasets")
 
 
-def mirror_root() -> Optional[Path]:
+def mirror_root() -> Path | None:
     """The offline mirror ``$GEA_GRAPH_MIRROR`` (one sub-folder per dataset, laid out as ``shared/data``), or
     :obj:`None` when unset."""
     env = os.environ.get("GEA_GRAPH_MIRROR")

@@ -11,7 +11,6 @@ import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from tqdm.auto import tqdm
 
@@ -36,7 +35,7 @@ class RawFile:
 
     name: str
     url: str
-    md5: Optional[str]
+    md5: str | None
     mirror_dir: str
 
 

@@ -7,7 +7,7 @@ import os
 import os.path as osp
 import shutil
 import zipfile
-from typing import Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch_geometric.data import Data
@@ -35,9 +35,9 @@ class _LRGB(LRGBDataset):
     lrgb_name: str = ""
     splits = ("train", "val", "test")
 
-    def __init__(self, root: Optional[PathLike] = None, split: str = "train", transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None, pre_filter: Optional[Callable] = None,
-                 pe: Optional[str] = None, force_reload: bool = False) -> None:
+    def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
+                 pre_transform: Callable | None = None, pre_filter: Callable | None = None,
+                 pe: str | None = None, force_reload: bool = False) -> None:
         if split not in self.splits:
             raise ValueError(f"{self.__class__.__name__} has splits {list(self.splits)}, not {split!r}")
         self.split = split
@@ -66,7 +66,7 @@ class _LRGB(LRGBDataset):
         os.replace(extracted, self.raw_dir)
         os.unlink(archive)
 
-    def read_split(self, split: str) -> List[tuple]:
+    def read_split(self, split: str) -> list[tuple]:
         """The raw graphs of one split, as LRGB stores them (tuples of tensors)."""
         if self.name.endswith("-sp"):
             return safe_pickle.load(osp.join(self.raw_dir, f"{split}.pickle"), allow_torch_tensors=True)
@@ -111,7 +111,7 @@ class PCQMContact(_LRGB):
 
 
 class _Superpixels(_LRGB):
-    _remap: Optional[torch.Tensor] = None
+    _remap: torch.Tensor | None = None
 
     def _coco_remap(self) -> torch.Tensor:
         """PyG's COCO label map as a look-up tensor (original category id -> 0..80)."""

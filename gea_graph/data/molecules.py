@@ -14,9 +14,10 @@ import hashlib
 import os
 import os.path as osp
 import zipfile
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ class InvalidSmilesError(ValueError):
     """RDKit cannot parse a SMILES of a dataset."""
 
 
-def _lookup(name: str, enum: Optional[type] = None) -> Tuple[Dict, int]:
+def _lookup(name: str, enum: type | None = None) -> tuple[dict, int]:
     """OGB's list ``allowable_features[name]`` as a dict value -> index (enum members where the list holds their
     names), and the index OGB's ``safe_index`` gives unlisted values (the last one)."""
     values = allowable_features[name]
@@ -69,7 +70,7 @@ _BOND_TYPE = _lookup("possible_bond_type_list", Chem.rdchem.BondType)
 _STEREO = _lookup("possible_bond_stereo_list", Chem.rdchem.BondStereo)
 
 
-def mol_arrays(mol: Chem.Mol) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mol_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """OGB's featurisation of an RDKit molecule: ``(x [N, 9], edge_index [2, E], edge_attr [E, 3])`` int64, the same
     arrays as ``ogb.utils.smiles2graph`` (checked in the tests), computed with dict look-ups and indexed atom access
     instead of OGB's ``list.index`` calls and RDKit's slow atom iterator (about 2x faster on Peptides)."""
@@ -101,7 +102,7 @@ def mol_arrays(mol: Chem.Mol) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, edge_index, np.array(feats, dtype=np.int64).reshape(-1, 3)
 
 
-def _featurize_chunk(smiles: Sequence[object]) -> List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+def _featurize_chunk(smiles: Sequence[object]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
     RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
     out = []
     for smi in smiles:
@@ -110,14 +111,14 @@ def _featurize_chunk(smiles: Sequence[object]) -> List[Optional[Tuple[np.ndarray
     return out
 
 
-def _featurize_all(smiles: Sequence[object], desc: str) -> List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+def _featurize_all(smiles: Sequence[object], desc: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
     """Featurises in worker processes for big inputs (RDKit parsing and per-atom calls are the slow part of every
     molecular build); ``$GEA_GRAPH_WORKERS`` caps the number of workers."""
     workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1))
     chunk = 500
     pieces = [list(smiles[i:i + chunk]) for i in range(0, len(smiles), chunk)]
     bar = tqdm(total=len(smiles), desc=desc, leave=False, disable=len(smiles) < 2000)
-    out: List = []
+    out: list = []
     if workers <= 1 or len(smiles) < 4 * chunk:
         for piece in pieces:
             out += _featurize_chunk(piece)
@@ -133,7 +134,7 @@ def _featurize_all(smiles: Sequence[object], desc: str) -> List[Optional[Tuple[n
 
 
 def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_invalid: bool = False,
-              report_path: Optional[PathLike] = None, desc: str = "featurize") -> List[Optional[Data]]:
+              report_path: PathLike | None = None, desc: str = "featurize") -> list[Data | None]:
     """Turns SMILES into graphs with ``y = targets[i]`` (``targets`` is ``[M, T]``; each graph gets ``y`` of shape
     ``[1]`` when :math:`T = 1`, else ``[1, T]``).
 
@@ -160,7 +161,7 @@ def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_inva
     def y_of(row: int) -> torch.Tensor:  # design.md: [1] for one target, [1, T] for several
         return targets[row].clone() if targets.shape[1] == 1 else targets[row:row + 1].clone()
 
-    out: List[Optional[Data]] = []
+    out: list[Data | None] = []
     for row, (smi, arr) in enumerate(zip(smiles, arrays)):
         if arr is None:
             out.append(None)
@@ -172,16 +173,16 @@ def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_inva
     return out
 
 
-def _take(graphs: List[Optional[Data]], index: Sequence[int]) -> List[Data]:
+def _take(graphs: list[Data | None], index: Sequence[int]) -> list[Data]:
     return [graphs[i] for i in index if graphs[i] is not None]
 
 
 class _MoleculeDataset(CachedDataset):
     """Shared options of the molecular datasets: :obj:`skip_invalid` (see :func:`featurize`)."""
 
-    def __init__(self, root: Optional[PathLike] = None, split: str = "train", transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None, pre_filter: Optional[Callable] = None,
-                 pe: Optional[str] = None, force_reload: bool = False, skip_invalid: bool = False) -> None:
+    def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
+                 pre_transform: Callable | None = None, pre_filter: Callable | None = None,
+                 pe: str | None = None, force_reload: bool = False, skip_invalid: bool = False) -> None:
         self.skip_invalid = skip_invalid
         super().__init__(root, split, transform, pre_transform, pre_filter, pe, force_reload)
 
@@ -193,7 +194,7 @@ class _MoleculeDataset(CachedDataset):
         """Where skipped SMILES are listed when :obj:`skip_invalid` is set."""
         return osp.join(self.processed_dir, "skipped_smiles.csv")
 
-    def _featurize(self, smiles: Sequence[str], targets: np.ndarray, source: str) -> List[Optional[Data]]:
+    def _featurize(self, smiles: Sequence[str], targets: np.ndarray, source: str) -> list[Data | None]:
         return featurize(smiles, targets, source, self.skip_invalid,
                          self.report_path if self.skip_invalid else None, desc=f"{self.folder}: featurize")
 
@@ -218,7 +219,7 @@ class ZINC(_MoleculeDataset):
                 "dd522702ed4b897c78ad0d98758cb55d", "zinc-subset"),
     )
 
-    def build(self) -> Dict[str, List[Data]]:
+    def build(self) -> dict[str, list[Data]]:
         path = self.raw_path("smiles_score.csv")
         table = pd.read_csv(path)
         graphs = self._featurize(table["SMILES"].tolist(), table[["score"]].to_numpy(), path)
@@ -236,7 +237,7 @@ class _Peptides(_MoleculeDataset):
     def targets(self, table: pd.DataFrame) -> np.ndarray:
         raise NotImplementedError
 
-    def build(self) -> Dict[str, List[Data]]:
+    def build(self) -> dict[str, list[Data]]:
         path = self.raw_path(self.csv_file.name)
         check_gzip(path)
         table = pd.read_csv(path)
@@ -322,7 +323,7 @@ class PCQM4Mv2(_MoleculeDataset):
 
     folder = "pcqm4m-v2"
     splits = ("train", "val", "test-dev", "test-challenge")
-    ogb_split_names = {"train": "train", "val": "valid", "test-dev": "test-dev", "test-challenge": "test-challenge"}
+    ogb_split_names: ClassVar[dict[str, str]] = {"train": "train", "val": "valid", "test-dev": "test-dev", "test-challenge": "test-challenge"}
     archive = RawFile("pcqm4m-v2.zip", "http://ogb-stanford-dataset.s3.amazonaws.com/data/lsc/pcqm4m-v2.zip",
                       None, "pcqm4mv2")
 
@@ -331,7 +332,7 @@ class PCQM4Mv2(_MoleculeDataset):
         return super()._canonical_split("val" if split == "valid" else split)
 
     @property
-    def raw_file_names(self) -> List[str]:
+    def raw_file_names(self) -> list[str]:
         return ["data.csv.gz"]
 
     @property
@@ -344,7 +345,7 @@ class PCQM4Mv2(_MoleculeDataset):
             zf.extractall(self.root)
         os.unlink(archive)
 
-    def build(self) -> Dict[str, List[Data]]:
+    def build(self) -> dict[str, list[Data]]:
         path = osp.join(self.raw_dir, "data.csv.gz")
         check_gzip(path)
         table = pd.read_csv(path)
@@ -381,11 +382,11 @@ class MoleculeCSV(_MoleculeDataset):
             :class:`~gea_graph.data.base.CachedDataset`.
     """
 
-    def __init__(self, root: Optional[PathLike], path: PathLike, smiles_column: str,
-                 target_columns: Union[str, Sequence[str]], split_column: Optional[str] = None, split: str = "train",
-                 split_method: str = "random", split_fractions: Tuple[float, float, float] = (0.8, 0.1, 0.1),
-                 seed: int = 0, transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
-                 pre_filter: Optional[Callable] = None, pe: Optional[str] = None, force_reload: bool = False,
+    def __init__(self, root: PathLike | None, path: PathLike, smiles_column: str,
+                 target_columns: str | Sequence[str], split_column: str | None = None, split: str = "train",
+                 split_method: str = "random", split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+                 seed: int = 0, transform: Callable | None = None, pre_transform: Callable | None = None,
+                 pre_filter: Callable | None = None, pe: str | None = None, force_reload: bool = False,
                  skip_invalid: bool = False) -> None:
         if split_method not in ("random", "scaffold"):
             raise ValueError(f"split_method must be 'random' or 'scaffold', got {split_method!r}")
@@ -409,13 +410,13 @@ class MoleculeCSV(_MoleculeDataset):
         return osp.dirname(self.path)
 
     @property
-    def raw_file_names(self) -> List[str]:
+    def raw_file_names(self) -> list[str]:
         return [osp.basename(self.path)]
 
     def download(self) -> None:  # the user's file is checked to exist in __init__
         pass
 
-    def build(self) -> Dict[str, List[Data]]:
+    def build(self) -> dict[str, list[Data]]:
         if self.path.endswith(".gz"):
             check_gzip(self.path)
         table = pd.read_csv(self.path)
@@ -438,20 +439,20 @@ class MoleculeCSV(_MoleculeDataset):
             index = self._scaffold_split([g.smiles if g is not None else None for g in graphs])
         return {split: _take(graphs, index[split].tolist()) for split in self.splits}
 
-    def _sizes(self, n: int) -> Tuple[int, int]:
-        n_train = int(round(self.split_fractions[0] * n))
-        n_val = int(round(self.split_fractions[1] * n))
+    def _sizes(self, n: int) -> tuple[int, int]:
+        n_train = round(self.split_fractions[0] * n)
+        n_val = round(self.split_fractions[1] * n)
         return n_train, n_val
 
-    def _random_split(self, n: int) -> Dict[str, np.ndarray]:
+    def _random_split(self, n: int) -> dict[str, np.ndarray]:
         perm = np.random.default_rng(self.seed).permutation(n)
         n_train, n_val = self._sizes(n)
         return {"train": perm[:n_train], "val": perm[n_train:n_train + n_val], "test": perm[n_train + n_val:]}
 
-    def _scaffold_split(self, smiles: Sequence[Optional[str]]) -> Dict[str, np.ndarray]:
+    def _scaffold_split(self, smiles: Sequence[str | None]) -> dict[str, np.ndarray]:
         from rdkit.Chem.Scaffolds import MurckoScaffold
 
-        groups: Dict[str, List[int]] = {}
+        groups: dict[str, list[int]] = {}
         for row, smi in enumerate(smiles):
             if smi is not None:
                 groups.setdefault(MurckoScaffold.MurckoScaffoldSmiles(smiles=smi), []).append(row)
@@ -460,7 +461,7 @@ class MoleculeCSV(_MoleculeDataset):
         np.random.default_rng(self.seed).shuffle(order)
         order.sort(key=len, reverse=True)
         n_train, n_val = self._sizes(len(smiles))
-        out: Dict[str, List[int]] = {"train": [], "val": [], "test": []}
+        out: dict[str, list[int]] = {"train": [], "val": [], "test": []}
         for rows in order:
             if len(out["train"]) + len(rows) <= n_train:
                 out["train"] += rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, BinaryIO, Dict, Tuple
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ class UnsafePickleError(pickle.UnpicklingError):
     """A pickle asked for a global outside the allow-list."""
 
 
-def _numpy_globals() -> Dict[Tuple[str, str], Any]:
+def _numpy_globals() -> dict[tuple[str, str], Any]:
     allowed = {
         ("numpy", "ndarray"): np.ndarray,
         ("numpy", "dtype"): np.dtype,
@@ -54,8 +54,9 @@ def _storage_from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def _torch_globals() -> Dict[Tuple[str, str], Any]:
+def _torch_globals() -> dict[tuple[str, str], Any]:
     import collections
+
     import torch._utils
 
     return {
@@ -67,7 +68,7 @@ def _torch_globals() -> Dict[Tuple[str, str], Any]:
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, file: BinaryIO, allowed: Dict[Tuple[str, str], Any], source: str) -> None:
+    def __init__(self, file: BinaryIO, allowed: dict[tuple[str, str], Any], source: str) -> None:
         super().__init__(file)
         self._allowed = allowed
         self._source = source

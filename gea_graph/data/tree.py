@@ -6,7 +6,7 @@ import itertools
 import math
 import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -60,9 +60,9 @@ class TreeNeighbourMatch(CachedDataset):
 
     splits = ("train", "test")
 
-    def __init__(self, root: Optional[PathLike] = None, depth: int = 2, split: str = "train", seed: int = 0,
-                 transform: Optional[Callable] = None, pre_transform: Optional[Callable] = None,
-                 pe: Optional[str] = None, force_reload: bool = False) -> None:
+    def __init__(self, root: PathLike | None = None, depth: int = 2, split: str = "train", seed: int = 0,
+                 transform: Callable | None = None, pre_transform: Callable | None = None,
+                 pe: str | None = None, force_reload: bool = False) -> None:
         if depth < 1:
             raise ValueError(f"TreeNeighbourMatch needs depth >= 1, got {depth}")
         self.depth = depth
@@ -83,7 +83,7 @@ class TreeNeighbourMatch(CachedDataset):
         return f"seed={self.seed}"
 
     @property
-    def raw_file_names(self) -> List[str]:
+    def raw_file_names(self) -> list[str]:
         return []
 
     def download(self) -> None:  # generated, nothing to fetch
@@ -98,7 +98,7 @@ class TreeNeighbourMatch(CachedDataset):
         target_mask[0] = True
         return Data(edge_index=torch.stack([child, (child - 1) // 2]), target_mask=target_mask, num_nodes=num_nodes)
 
-    def generate(self) -> Dict[str, np.ndarray]:
+    def generate(self) -> dict[str, np.ndarray]:
         """All graphs as arrays: ``x`` ``[G, N, 2] int16`` and ``y`` ``[G] int64``, plus the seeded split."""
         rng = np.random.default_rng(self.seed)
         leaves = 2 ** self.depth
@@ -122,7 +122,7 @@ class TreeNeighbourMatch(CachedDataset):
         train = []
         for label in range(leaves):
             members = rng.permutation(np.flatnonzero(y == label))
-            train.append(members[:int(round(0.8 * len(members)))])
+            train.append(members[:round(0.8 * len(members))])
         is_train = np.zeros(len(y), dtype=bool)
         is_train[np.concatenate(train)] = True
         order = rng.permutation(len(y))

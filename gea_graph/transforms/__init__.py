@@ -14,4 +14,4 @@ from gea_graph.transforms.rw_pe import RWPE
 from gea_graph.transforms.spd import ShortestPathDistance
 from gea_graph.transforms.spec import apply_many, parse_pe
 
-__all__ = ["LapPE", "RWPE", "ShortestPathDistance", "parse_pe", "apply_many"]
+__all__ = ["RWPE", "LapPE", "ShortestPathDistance", "apply_many", "parse_pe"]

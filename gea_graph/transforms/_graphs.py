@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -14,22 +14,22 @@ from torch_geometric.data import Data
 MAX_STACK_ENTRIES = 1 << 24
 
 
-def group_by_size(data_list: Sequence[Data]) -> Dict[int, List[int]]:
+def group_by_size(data_list: Sequence[Data]) -> dict[int, list[int]]:
     """Positions of the graphs in :obj:`data_list`, grouped by their number of nodes."""
-    groups: Dict[int, List[int]] = defaultdict(list)
+    groups: dict[int, list[int]] = defaultdict(list)
     for i, data in enumerate(data_list):
         groups[int(data.num_nodes)].append(i)
     return groups
 
 
-def chunks(ids: List[int], num_nodes: int) -> Iterator[List[int]]:
+def chunks(ids: list[int], num_nodes: int) -> Iterator[list[int]]:
     """Splits one size group into chunks whose dense ``[G, N, N]`` stack stays under :data:`MAX_STACK_ENTRIES`."""
     step = max(1, MAX_STACK_ENTRIES // max(1, num_nodes * num_nodes))
     for start in range(0, len(ids), step):
         yield ids[start:start + step]
 
 
-def dense_adjacency(data_list: Sequence[Data], ids: List[int], num_nodes: int) -> np.ndarray:
+def dense_adjacency(data_list: Sequence[Data], ids: list[int], num_nodes: int) -> np.ndarray:
     """The simple undirected adjacency matrices of graphs of equal size, stacked as ``[G, N, N] float64``.
 
     Edges are symmetrised and self-loops and multi-edges dropped: the positional encodings describe the simple
@@ -44,7 +44,7 @@ def dense_adjacency(data_list: Sequence[Data], ids: List[int], num_nodes: int) -
     return adj
 
 
-def _stacked_edges(data_list: Sequence[Data], ids: List[int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stacked_edges(data_list: Sequence[Data], ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     graphs, srcs, dsts = [], [], []
     for g, i in enumerate(ids):
         edge_index = data_list[i].edge_index

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,7 +50,7 @@ class LapPE(BaseTransform):
             combinatorial one. (default: :obj:`"sym"`)
     """
 
-    def __init__(self, k: int, normalization: Optional[str] = "sym") -> None:
+    def __init__(self, k: int, normalization: str | None = "sym") -> None:
         if k < 1:
             raise ValueError(f"LapPE needs k >= 1 eigenpairs, got k={k}")
         if normalization not in ("sym", None):
@@ -61,7 +61,7 @@ class LapPE(BaseTransform):
     def forward(self, data: Data) -> Data:
         return self.forward_many([data])[0]
 
-    def forward_many(self, data_list: Sequence[Data]) -> List[Data]:
+    def forward_many(self, data_list: Sequence[Data]) -> list[Data]:
         """Applies the transform to many graphs at once (graphs are modified in place and returned)."""
         for num_nodes, ids in group_by_size(data_list).items():
             for part in chunks(ids, num_nodes):

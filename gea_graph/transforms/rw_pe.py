@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ class RWPE(BaseTransform):
     def forward(self, data: Data) -> Data:
         return self.forward_many([data])[0]
 
-    def forward_many(self, data_list: Sequence[Data]) -> List[Data]:
+    def forward_many(self, data_list: Sequence[Data]) -> list[Data]:
         """Applies the transform to many graphs at once (graphs are modified in place and returned)."""
         for num_nodes, ids in group_by_size(data_list).items():
             for part in chunks(ids, num_nodes):

@@ -9,9 +9,6 @@ from scipy.sparse.csgraph import shortest_path
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-# scipy's marker for "no predecessor" in the predecessor matrix.
-_NO_PRED = -9999
-
 
 class ShortestPathDistance(BaseTransform):
     r"""All-pairs hop distances and the edges along one shortest path per pair, from the `"Do Transformers Really
@@ -52,26 +49,30 @@ class ShortestPathDistance(BaseTransform):
 
         adj = sp.csr_matrix((np.ones(num_edges), (ei[0], ei[1])), shape=(n, n))
         dist, pred = shortest_path(adj, method="D", directed=False, unweighted=True, return_predecessors=True)
-        reach = np.isfinite(dist)
-        spd = np.where(reach, np.minimum(dist, self.max_distance), self.max_distance + 1).astype(np.int64)
+        unreachable = np.isinf(dist)
+        hops = np.where(unreachable, 0, dist).astype(np.int64).ravel()
+        spd = np.minimum(hops, self.max_distance)
+        spd[unreachable.ravel()] = self.max_distance + 1
 
-        # Edge id of each ordered step (u, v); the reverse edge stands in where only (v, u) is stored.
-        edge_id = np.full((n, n), -1, dtype=np.int64)
-        edge_id[ei[1], ei[0]] = np.arange(num_edges)
-        edge_id[ei[0], ei[1]] = np.arange(num_edges)
+        # Edge id of each ordered step (u, v), flat as u * n + v; the reverse edge stands in where only (v, u) is
+        # stored.
+        edge_id = np.full(n * n, -1, dtype=np.int64)
+        edge_id[ei[1] * n + ei[0]] = np.arange(num_edges)
+        edge_id[ei[0] * n + ei[1]] = np.arange(num_edges)
 
-        src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
+        pairs = np.arange(n * n, dtype=np.int64)
+        src, dst = np.divmod(pairs, n)
         path = np.full((n * n, self.max_path), -1, dtype=np.int64)
-        hops = np.where(reach, dist, 0).reshape(-1).astype(np.int64)
-        cur = src.copy()
+        # Finished and unreachable pairs step in place (pred -9999 -> the node itself); the hop count masks them.
+        step_of = np.where(pred < 0, np.arange(n)[None, :], pred).ravel()
+        cur = src
         for step in range(min(self.max_path, int(hops.max(initial=0)))):
-            active = hops > step
-            nxt = pred[dst[active], cur[active]]
-            path[active, step] = edge_id[cur[active], nxt]
-            cur[active] = nxt
+            nxt = step_of[dst * n + cur]
+            path[:, step] = np.where(hops > step, edge_id[cur * n + nxt], -1)
+            cur = nxt
 
         data.spd_index = torch.from_numpy(np.stack([src, dst]))
-        data.spd = torch.from_numpy(spd.reshape(-1))
+        data.spd = torch.from_numpy(spd)
         data.spd_path = torch.from_numpy(path)
         return data
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
@@ -19,7 +19,7 @@ _KINDS = {
 }
 
 
-def parse_pe(spec: Optional[str]) -> Optional[Callable]:
+def parse_pe(spec: str | None) -> Callable | None:
     """Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
 
     Items are ``KIND:N`` with ``lap`` (:class:`LapPE` with ``k=N``), ``rw`` (:class:`RWPE` with ``walk_length=N``)
@@ -37,7 +37,7 @@ def parse_pe(spec: Optional[str]) -> Optional[Callable]:
     return transforms[0] if len(transforms) == 1 else Compose(transforms)
 
 
-def apply_many(transform: Optional[Callable], data_list: Sequence[Data], desc: str = "pre-transform") -> List[Data]:
+def apply_many(transform: Callable | None, data_list: Sequence[Data], desc: str = "pre-transform") -> list[Data]:
     """Applies a (pre-)transform to a list of graphs, using a transform's batched ``forward_many`` where it has one.
 
     :class:`~torch_geometric.transforms.Compose` is unrolled so that each of its parts can batch; any other callable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import fcntl
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -22,11 +22,11 @@ def shared_data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def build_once(shared_data_root: Path) -> Callable:
-    """``build_once(factory)`` runs ``factory(root)`` under a lock on the shared root: the first worker builds the
-    processed cache, the others then just load it."""
+    """``build_once(name, factory)`` runs ``factory(root)`` under a lock named after the dataset: the first worker
+    builds the processed cache, the others then just load it (different datasets build in parallel)."""
 
-    def run(factory: Callable):
-        with open(shared_data_root / ".lock", "w") as lock:
+    def run(name: str, factory: Callable):
+        with open(shared_data_root / f".{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 return factory(shared_data_root)

@@ -11,12 +11,12 @@ from gea_graph.data import ZINC, PeptidesFunctional, get_dataset
 
 @pytest.fixture(scope="session")
 def zinc(mirror, build_once):
-    return build_once(lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})
+    return build_once("zinc", lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})
 
 
 @pytest.fixture(scope="session")
 def peptides(mirror, build_once):
-    return build_once(lambda root: {s: PeptidesFunctional(root, s) for s in ("train", "val", "test")})
+    return build_once("peptides-func", lambda root: {s: PeptidesFunctional(root, s) for s in ("train", "val", "test")})
 
 
 def test_zinc_sizes_and_targets_follow_the_index_file(zinc, mirror):

@@ -9,7 +9,7 @@ import torch
 from rdkit import Chem
 from torch_geometric.loader import DataLoader
 
-from gea_graph.data import COCOSP, PCQM4Mv2, PascalVOCSP, PCQMContact
+from gea_graph.data import COCOSP, PascalVOCSP, PCQM4Mv2, PCQMContact
 
 
 @pytest.fixture(scope="module")

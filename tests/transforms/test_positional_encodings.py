@@ -6,7 +6,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import AddRandomWalkPE, Compose
 from torch_geometric.utils import from_networkx
 
-from gea_graph.transforms import LapPE, RWPE, ShortestPathDistance, apply_many, parse_pe
+from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many, parse_pe
 
 
 def graph(edges, num_nodes):
@@ -71,7 +71,7 @@ def test_lap_pe_path_graph_up_to_sign():
     # A path has distinct eigenvalues, so each eigenvector is unique up to sign.
     n = 7
     d = LapPE(3)(graph([(i, i + 1) for i in range(n - 1)], n))
-    val, vec = np.linalg.eigh(dense_laplacian(graph([(i, i + 1) for i in range(n - 1)], n), "sym"))
+    _, vec = np.linalg.eigh(dense_laplacian(graph([(i, i + 1) for i in range(n - 1)], n), "sym"))
     for j in range(3):
         ours = d.lap_eigvec[:, j].double().numpy()
         assert min(np.abs(ours - vec[:, j + 1]).max(), np.abs(ours + vec[:, j + 1]).max()) < 1e-5
