@@ -16,7 +16,7 @@ A model composes, on a PyG batch that carries ``spd_index`` / ``spd`` / ``spd_pa
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +29,7 @@ from gea_graph.nn.attention import attention_resolver
 _INIT_STD = 0.02  # Graphormer initialises its embeddings with N(0, 0.02)
 
 
-def batch_edge_offsets(edge_index: Tensor, batch: Tensor, num_graphs: Optional[int] = None) -> Tensor:
+def batch_edge_offsets(edge_index: Tensor, batch: Tensor, num_graphs: int | None = None) -> Tensor:
     r"""Position of each graph's first edge in the batched ``edge_index``: ``[num_graphs]`` long.
 
     Adding ``offsets[g]`` to a graph-local edge id (e.g. from ``spd_path``) gives its batch-global
@@ -84,8 +84,8 @@ class CentralityEncoding(Module):
         return f"{self.__class__.__name__}({self.channels}, max_degree={self.max_degree})"
 
 
-def _densify(spd_index: Tensor, batch: Tensor, values: Tensor, batch_size: Optional[int],
-             max_num_nodes: Optional[int]) -> Tensor:
+def _densify(spd_index: Tensor, batch: Tensor, values: Tensor, batch_size: int | None,
+             max_num_nodes: int | None) -> Tensor:
     # [P, H] per ordered pair -> [B, H, N, N]; one to_dense_adj, no Python loop over graphs.
     dense = to_dense_adj(spd_index, batch, edge_attr=values, max_num_nodes=max_num_nodes,
                          batch_size=batch_size)
@@ -128,7 +128,7 @@ class SpatialEncoding(Module):
         return self.embedding(spd.clamp(0, self.max_distance + 1))
 
     def forward(self, spd_index: Tensor, spd: Tensor, batch: Tensor,
-                batch_size: Optional[int] = None, max_num_nodes: Optional[int] = None) -> Tensor:
+                batch_size: int | None = None, max_num_nodes: int | None = None) -> Tensor:
         return _densify(spd_index, batch, self.pair_bias(spd), batch_size, max_num_nodes)
 
     def __repr__(self) -> str:
@@ -164,7 +164,7 @@ class EdgeEncoding(Module):
         - **output:** :math:`(B, H, N, N)`
     """
 
-    def __init__(self, heads: int, edge_dim: int, num_edge_types: Optional[int] = None,
+    def __init__(self, heads: int, edge_dim: int, num_edge_types: int | None = None,
                  max_hops: int = 5) -> None:
         super().__init__()
         self.heads, self.edge_dim = heads, edge_dim
@@ -212,8 +212,8 @@ class EdgeEncoding(Module):
         return out / spd.clamp(1, self.max_hops).unsqueeze(-1).to(out.dtype)
 
     def forward(self, edge_attr: Tensor, edge_index: Tensor, spd_index: Tensor, spd: Tensor,
-                spd_path: Tensor, batch: Tensor, batch_size: Optional[int] = None,
-                max_num_nodes: Optional[int] = None) -> Tensor:
+                spd_path: Tensor, batch: Tensor, batch_size: int | None = None,
+                max_num_nodes: int | None = None) -> Tensor:
         if batch_size is None:
             batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 0
         offsets = batch_edge_offsets(edge_index, batch, batch_size)
@@ -242,8 +242,8 @@ class GraphormerAttnBias(Module):
         max_hops (int, optional): As in :class:`EdgeEncoding`. (default: :obj:`5`)
     """
 
-    def __init__(self, heads: int, max_distance: int = 20, edge_dim: Optional[int] = None,
-                 num_edge_types: Optional[int] = None, max_hops: int = 5) -> None:
+    def __init__(self, heads: int, max_distance: int = 20, edge_dim: int | None = None,
+                 num_edge_types: int | None = None, max_hops: int = 5) -> None:
         super().__init__()
         self.heads = heads
         self.spatial = SpatialEncoding(heads, max_distance)
@@ -256,9 +256,9 @@ class GraphormerAttnBias(Module):
             self.edge.reset_parameters()
 
     def forward(self, spd_index: Tensor, spd: Tensor, batch: Tensor,
-                spd_path: Optional[Tensor] = None, edge_attr: Optional[Tensor] = None,
-                edge_index: Optional[Tensor] = None, batch_size: Optional[int] = None,
-                max_num_nodes: Optional[int] = None) -> Tensor:
+                spd_path: Tensor | None = None, edge_attr: Tensor | None = None,
+                edge_index: Tensor | None = None, batch_size: int | None = None,
+                max_num_nodes: int | None = None) -> Tensor:
         if batch_size is None:
             batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 0
         values = self.spatial.pair_bias(spd)
@@ -271,7 +271,7 @@ class GraphormerAttnBias(Module):
                                                    offsets)
         return _densify(spd_index, batch, values, batch_size, max_num_nodes)
 
-    def forward_data(self, data: Any, max_num_nodes: Optional[int] = None) -> Tensor:
+    def forward_data(self, data: Any, max_num_nodes: int | None = None) -> Tensor:
         r"""Convenience: the same from a PyG ``Batch`` (reads ``spd_index``, ``spd``, ``batch``
         and, with the edge encoding, ``spd_path``, ``edge_attr``, ``edge_index``)."""
         return self(data.spd_index, data.spd, data.batch, getattr(data, "spd_path", None),
@@ -310,8 +310,8 @@ class GraphToken(Module):
         torch.nn.init.normal_(self.token, std=_INIT_STD)
         torch.nn.init.normal_(self.distance, std=_INIT_STD)
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Optional[Tensor] = None
-                ) -> Tuple[Tensor, Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None
+                ) -> tuple[Tensor, Tensor, Tensor]:
         B, N, C = x.shape
         x = torch.cat([self.token.to(x.dtype).expand(B, 1, C), x], dim=1)
         mask = torch.cat([mask.new_ones(B, 1), mask], dim=1)
@@ -361,9 +361,9 @@ class GraphormerLayer(Module):
     """
 
     def __init__(self, channels: int, heads: int, attn: str = "softmax",
-                 ffn_channels: Optional[int] = None, dropout: float = 0.0,
+                 ffn_channels: int | None = None, dropout: float = 0.0,
                  attn_dropout: float = 0.0, pre_norm: bool = True,
-                 attn_kwargs: Optional[Dict[str, Any]] = None) -> None:
+                 attn_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.channels, self.heads, self.attn_type = channels, heads, attn
         self.ffn_channels = ffn_channels or channels
@@ -389,7 +389,7 @@ class GraphormerLayer(Module):
         fn = getattr(self.attn, "aux_loss", None)
         return fn() if fn is not None else self.norm1.weight.new_zeros(())
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None) -> Tensor:
         if self.pre_norm:
             x = x + self.dropout(self.attn(self.norm1(x), mask, attn_bias))
             x = x + self.dropout(self.ffn(self.norm2(x)))

@@ -29,7 +29,7 @@ def _binom(n, k):  # generalised binomial coefficient for real n
 
 def naive(mod, x, mask, train=False):
     """Eqs. 7-11 per graph and head with the N x N matrix H = (U * g) V^T formed explicitly."""
-    B, N, C = x.shape
+    B, _, C = x.shape
     Hh, D = mod.heads, C // mod.heads
     W, bW = mod.proj.weight, mod.proj.bias
     theta = torch.tanh(mod.theta)
@@ -42,7 +42,7 @@ def naive(mod, x, mask, train=False):
         pr = x[b, :n] @ W.T + bW
         heads, lu, lv = [], 0.0, 0.0
         for h in range(Hh):
-            sl = lambda i: slice(i * C + h * D, i * C + (h + 1) * D)  # noqa: E731
+            sl = lambda i, h=h: slice(i * C + h * D, i * C + (h + 1) * D)
             U = torch.softmax(pr[:, sl(0)], -1)
             V = torch.softmax(pr[:, sl(1)], 0)
             val = pr[:, sl(2)]

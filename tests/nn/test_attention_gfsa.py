@@ -15,7 +15,7 @@ def _batch(sizes=(3, 5, 1), C=8, seed=0):
 
 def naive(mod, x, mask, bias=None, filt=None):
     """Per graph and head: out = filt(Abar) V W_O, with Abar from the equations."""
-    B, N, C = x.shape
+    B, _, C = x.shape
     H, D = mod.heads, C // mod.heads
     out = torch.zeros_like(x)
     for b in range(B):
@@ -90,7 +90,7 @@ def test_official_form():
     with torch.no_grad():
         mod2.wK.copy_(mod.wK)
     torch.testing.assert_close(mod2.w0, torch.full((2,), -0.01, dtype=torch.float64))
-    eye = lambda A: torch.eye(A.size(0), dtype=A.dtype)  # noqa: E731
+    eye = lambda A: torch.eye(A.size(0), dtype=A.dtype)
     torch.testing.assert_close(
         mod2(x, mask), naive(mod2, x, mask, None, lambda A, h: official(A, h) - 0.01 * eye(A)))
 

@@ -8,7 +8,7 @@ from gea_graph.nn.attention import MultiheadAttention, attention_resolver, from_
 
 def naive_mha(mod, x, mask, bias=None):
     """Dense reference from the equations, loops over graphs and heads, real nodes only."""
-    B, N, C = x.shape
+    B, _, C = x.shape
     H, D = mod.heads, C // mod.heads
     Wqkv, bqkv = mod.qkv.weight, mod.qkv.bias
     out = torch.zeros_like(x)

@@ -16,7 +16,7 @@ def _batch(sizes=(3, 5, 1), C=8, seed=0):
 
 def naive(mod, x, mask, bias=None, renorm=False):
     """Eq. 12 with loops: u_i = sum_j softmax_ij * (||v_i - v_j||^2 + eps)^((p-2)/2) v_j."""
-    B, N, C = x.shape
+    B, _, C = x.shape
     H, D = mod.heads, C // mod.heads
     out = torch.zeros_like(x)
     for b in range(B):

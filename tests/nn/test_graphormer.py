@@ -3,9 +3,15 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from gea_graph.nn.attention import to_dense
-from gea_graph.nn.graphormer import (CentralityEncoding, EdgeEncoding, GraphormerAttnBias,
-                                     GraphormerLayer, GraphToken, SpatialEncoding,
-                                     batch_edge_offsets)
+from gea_graph.nn.graphormer import (
+    CentralityEncoding,
+    EdgeEncoding,
+    GraphormerAttnBias,
+    GraphormerLayer,
+    GraphToken,
+    SpatialEncoding,
+    batch_edge_offsets,
+)
 
 MAXD = 4
 U = MAXD + 1  # unreachable bucket

@@ -14,11 +14,11 @@ from typing import Any
 
 from torch.nn import Module
 
-from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
-from .multihead import DenseAttentionBase, MultiheadAttention
-from .gfsa import GFSA, GFSACoefficients
-from .plaplacian import PLaplacianAttention
 from .agf import AGFAttention
+from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
+from .gfsa import GFSA, GFSACoefficients
+from .multihead import DenseAttentionBase, MultiheadAttention
+from .plaplacian import PLaplacianAttention
 
 ATTENTIONS = ("softmax", "gfsa", "plaplacian", "agf")
 
@@ -42,7 +42,17 @@ def attention_resolver(name: str, channels: int, heads: int, dropout: float = 0.
 
 
 __all__ = [
-    "MultiheadAttention", "GFSA", "GFSACoefficients", "PLaplacianAttention", "AGFAttention", "DenseAttentionBase",
-    "attention_resolver", "to_dense", "from_dense", "key_padding_bias", "split_heads",
-    "merge_heads", "ATTENTIONS",
+    "ATTENTIONS",
+    "GFSA",
+    "AGFAttention",
+    "DenseAttentionBase",
+    "GFSACoefficients",
+    "MultiheadAttention",
+    "PLaplacianAttention",
+    "attention_resolver",
+    "from_dense",
+    "key_padding_bias",
+    "merge_heads",
+    "split_heads",
+    "to_dense",
 ]

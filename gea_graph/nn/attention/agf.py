@@ -1,8 +1,6 @@
 r"""AGF: attentive graph filter in the singular-value domain (Wi et al., 2025)."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -11,7 +9,7 @@ from torch.nn import Linear, Module, Parameter
 from .dense import merge_heads
 
 
-def jacobi_coefficients(K: int, a: float, b: float) -> List[Tuple[float, float, float]]:
+def jacobi_coefficients(K: int, a: float, b: float) -> list[tuple[float, float, float]]:
     r"""Recurrence constants ``(w_k, w'_k, w''_k)`` for ``k = 2..K`` of the Jacobi polynomials
     :math:`P_k^{(a,b)}` (agf-notes §1.5; paper Eq. 24 with its ``+1`` typo fixed to ``-1``)."""
     out = []
@@ -103,7 +101,7 @@ class AGFAttention(Module):
         self.proj = Linear(channels, 4 * channels, bias=bias)
         self.out = Linear(channels, channels, bias=bias)
         self.theta = Parameter(torch.zeros(self.K))  # raw theta_1..theta_K
-        self._ortho: Optional[Tensor] = None
+        self._ortho: Tensor | None = None
 
     def reset_parameters(self) -> None:
         self.proj.reset_parameters()
@@ -134,13 +132,13 @@ class AGFAttention(Module):
             return self.theta.new_zeros(())
         return self._ortho * self.ortho_weight if weighted else self._ortho
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Optional[Tensor] = None,
-                return_attention: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None,
+                return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         if attn_bias is not None:
             raise ValueError("AGFAttention has no N x N score matrix, so it cannot apply an "
                              "additive 'attn_bias'; pass attn_bias=None (structure must enter "
                              "through node features) or use another attention")
-        B, N, C = x.shape
+        B, N, _ = x.shape
         H, D = self.heads, self.head_dim
         proj = self.proj(x).view(B, N, 4, H, D).permute(2, 0, 3, 1, 4)  # [4, B, H, N, D]
         dtype = x.dtype if x.dtype == torch.float64 else torch.float32

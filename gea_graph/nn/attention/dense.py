@@ -1,8 +1,6 @@
 r"""Helpers between PyG's sparse batch layout and the dense ``[B, N, C]`` layout of the global attentions."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 from torch import Tensor
 from torch_geometric.utils import to_dense_batch
@@ -10,10 +8,10 @@ from torch_geometric.utils import to_dense_batch
 
 def to_dense(
     x: Tensor,
-    batch: Optional[Tensor] = None,
-    batch_size: Optional[int] = None,
-    max_num_nodes: Optional[int] = None,
-) -> Tuple[Tensor, Tensor]:
+    batch: Tensor | None = None,
+    batch_size: int | None = None,
+    max_num_nodes: int | None = None,
+) -> tuple[Tensor, Tensor]:
     r"""Sparse node features ``[sum N_i, C]`` -> ``(x_dense [B, N_max, C], mask [B, N_max] bool)``.
 
     A thin wrapper of :func:`torch_geometric.utils.to_dense_batch` (padding with zeros, ``mask`` is

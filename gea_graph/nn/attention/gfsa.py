@@ -1,7 +1,8 @@
 r"""GFSA: graph-filter-based self-attention (Choi et al., 2023)."""
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +23,7 @@ class _GFSACore(torch.autograd.Function):
     rows), which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``."""
 
     @staticmethod
-    def forward(ctx, s: Tensor, v: Tensor, c1: Tensor, c2: Tensor) -> Tuple[Tensor, Tensor]:
+    def forward(ctx, s: Tensor, v: Tensor, c1: Tensor, c2: Tensor) -> tuple[Tensor, Tensor]:
         a = torch.softmax(s, dim=-1)  # [BH, N, N]
         at = a.transpose(1, 2)
         vt = v.transpose(1, 2)  # [BH, d, N]
@@ -35,7 +36,7 @@ class _GFSACore(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, dz: Tensor, _da_unused: Optional[Tensor]):
+    def backward(ctx, dz: Tensor, _da_unused: Tensor | None):
         a, vt, yt, tt, c1, c2 = ctx.saved_tensors
         dzt = dz.transpose(1, 2)
         dtt = torch.bmm(dzt, a)  # (A^T dZ)^T
@@ -125,7 +126,7 @@ class GFSA(DenseAttentionBase):
         - **output:** :math:`(B, N, C)`, padded rows zero.
     """
 
-    def __init__(self, channels: int, heads: int, K: float = 2, learn: Union[Sequence[str], str] = _COEFFS,
+    def __init__(self, channels: int, heads: int, K: float = 2, learn: Sequence[str] | str = _COEFFS,
                  w0_init: float = 0.0, w1_init: float = 1.0, wK_init: float = 0.0,
                  dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__(channels, heads, dropout=dropout, bias=bias)
@@ -157,7 +158,7 @@ class GFSA(DenseAttentionBase):
                 getattr(self, name).fill_(self.inits[name])
 
     # ------------------------------------------------------------------------------------------
-    def polynomial(self) -> Tuple[Tensor, Tensor, Tensor]:
+    def polynomial(self) -> tuple[Tensor, Tensor, Tensor]:
         r"""Coefficients ``(c0, c1, c2)``, each ``[H]``, of the expanded filter
         :math:`\mathbf{H} = c_0\mathbf{I} + c_1\bar{\mathbf{A}} + c_2\bar{\mathbf{A}}^2`
         (with gradients)."""
@@ -179,7 +180,7 @@ class GFSA(DenseAttentionBase):
         return c0 + c1 * lam + c2 * lam * lam
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
-               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
         B, H, N, D = q.shape
         c0, c1, c2 = self.polynomial()
         no_drop = not (self.training and self.dropout > 0)

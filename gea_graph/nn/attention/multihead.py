@@ -2,7 +2,6 @@ r"""Multi-head softmax attention on dense, padded graph batches (the reference g
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +31,7 @@ class DenseAttentionBase(Module):
         #: When ``True``, every forward keeps the (detached) attention weights ``[B, H, N, N]`` in
         #: :attr:`attention` (for pictures); this switches to the explicit, slower path.
         self.store_attention = False
-        self.attention: Optional[Tensor] = None
+        self.attention: Tensor | None = None
 
     def reset_parameters(self) -> None:
         self.qkv.reset_parameters()
@@ -40,7 +39,7 @@ class DenseAttentionBase(Module):
         self.attention = None
 
     # ------------------------------------------------------------------------------------------
-    def _mask_bias(self, mask: Tensor, attn_bias: Optional[Tensor], dtype: torch.dtype) -> Tensor:
+    def _mask_bias(self, mask: Tensor, attn_bias: Tensor | None, dtype: torch.dtype) -> Tensor:
         # Padded keys get the most negative *finite* value (not -inf): a batch slot without any real
         # node then yields a uniform, finite row instead of NaN. masked_fill (not +) so that an
         # attn_bias that is itself -inf or very negative cannot overflow.
@@ -54,7 +53,7 @@ class DenseAttentionBase(Module):
                              f"got {tuple(attn_bias.shape)}")
         return attn_bias.to(dtype).masked_fill(~mask[:, None, None, :], neg)
 
-    def _qkv(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, N, _ = x.shape
         qkv = self.qkv(x).view(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         return qkv[0], qkv[1], qkv[2]
@@ -70,11 +69,11 @@ class DenseAttentionBase(Module):
         return torch.softmax(scores, dim=-1)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
-               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Optional[Tensor] = None,
-                return_attention: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None,
+                return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         r"""
         Args:
             x (torch.Tensor): dense node features :math:`[B, N, C]`.
@@ -141,7 +140,7 @@ class MultiheadAttention(DenseAttentionBase):
     """
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
-               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
         p = self.dropout if self.training else 0.0
         if not need_weights:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None

@@ -1,7 +1,7 @@
 r"""p-Laplacian attention (p-LaT, Nguyen et al., 2023)."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,7 @@ from torch import Tensor
 from .multihead import DenseAttentionBase
 
 
-def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> List[float]:
+def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> list[float]:
     r"""The paper's split: half the heads ``low``, half ``high``; with an odd head count the middle
     head gets ``p = 2`` (plain softmax), so one head never decides the balance."""
     half = heads // 2
@@ -91,7 +91,7 @@ class PLaplacianAttention(DenseAttentionBase):
         - **output:** :math:`(B, N, C)`, padded rows zero.
     """
 
-    def __init__(self, channels: int, heads: int, p: Union[float, Sequence[float], None] = None,
+    def __init__(self, channels: int, heads: int, p: float | Sequence[float] | None = None,
                  eps: float = 1e-2, renormalize: bool = False, detach_p: bool = False,
                  dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__(channels, heads, dropout=dropout, bias=bias)
@@ -111,7 +111,7 @@ class PLaplacianAttention(DenseAttentionBase):
         self.detach_p = detach_p
         self.register_buffer("exponent", (torch.tensor(p_list) - 2.0) / 2.0, persistent=False)
         self._all_softmax = all(v == 2.0 for v in p_list)
-        self._groups: List[Tuple[int, int, float]] = []
+        self._groups: list[tuple[int, int, float]] = []
         for h, v in enumerate(p_list):
             e = (v - 2.0) / 2.0
             if self._groups and self._groups[-1][2] == e:
@@ -119,7 +119,7 @@ class PLaplacianAttention(DenseAttentionBase):
             else:
                 self._groups.append((h, h + 1, e))
 
-    def distance_weights(self, v: Tensor, exponent: Optional[float] = None) -> Tensor:
+    def distance_weights(self, v: Tensor, exponent: float | None = None) -> Tensor:
         r""":math:`\mathbf{P}` ``[B, H', N, N]`` (float32, or float64 for float64 input) from
         per-head values ``v`` ``[B, H', N, d]``; one exponent for all given heads, or (default)
         the module's per-head exponents :math:`(p_h - 2)/2`."""
@@ -144,7 +144,7 @@ class PLaplacianAttention(DenseAttentionBase):
             return _fast_pow(d2, exponent)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
-               need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
         if self._all_softmax and not self.renormalize:  # p = 2 everywhere: exactly softmax
             if not need_weights:
                 p = self.dropout if self.training else 0.0
