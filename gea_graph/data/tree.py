@@ -155,8 +155,8 @@ class TreeNeighbourMatch(CachedDataset):
 
     @property
     def y(self) -> torch.Tensor:
-        """All labels of the split, ``[G] long``."""
-        return self._y
+        """The labels of the graphs in this (possibly sliced) dataset, ``[G] long``."""
+        return self._y if self._indices is None else self._y[torch.as_tensor(self.indices())]
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(depth={self.depth}, split={self.split!r}, {len(self)})"

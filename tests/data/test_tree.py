@@ -42,6 +42,7 @@ def test_tree_moderate_depth_is_fast_seeded_and_batches(data_root):
     assert d.x.shape == (31, 2) and d.lap_eigvec.shape == (31, 4) and int(d.y) == int(d.x[15 + int(d.x[0, 0]), 1])
     batch = next(iter(DataLoader(train, batch_size=8)))
     assert batch.x.shape == (8 * 31, 2) and batch.target_mask.sum() == 8 and batch.edge_index.max() == 8 * 31 - 1
+    assert train[:10].y.tolist() == [int(train[i].y) for i in range(10)]  # slicing keeps labels aligned
     other_seed = TreeNeighbourMatch(data_root, 4, "train", seed=1)
     assert not torch.equal(other_seed.y[:100], train.y[:100])
     with pytest.raises(ValueError):
