@@ -56,7 +56,7 @@ class GraphTask(L.LightningModule):
     Args:
         recipe (dict): The recipe as plain types (:meth:`Recipe.to_dict`), stored as the checkpoint's
             hyper-parameters so that checkpoints load with ``weights_only=True``.
-        seed (int): The run's seed (re-seeds the global RNG at every epoch, for exact resume).
+        seed (int): The run's seed (re-seeds the global RNG at every step, for exact resume).
     """
 
     def __init__(self, recipe: Dict[str, Any], seed: int = 0) -> None:
@@ -87,9 +87,11 @@ class GraphTask(L.LightningModule):
 
     # -- training -------------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
-        # The RNG stream of an epoch depends only on (seed, epoch, rank): a resumed run is exact.
-        torch.manual_seed(self.seed * 1_000_003 + self.current_epoch * 101 + self.global_rank)
         self._epoch_start = time.perf_counter()
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        # The RNG stream of a step (dropout, sign flips) depends only on (seed, step, rank): a resumed run is exact.
+        torch.manual_seed((self.seed * 1_000_003 + self.global_step) * 64 + self.global_rank)
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
         pred, target = prepare(self.model(batch), batch, self.task)

@@ -1,0 +1,132 @@
+"""Training runs on a small generated dataset: checkpoints, exact resume, DDP on CPU, clear errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch.callbacks import Callback
+
+from gea_graph.train import (CheckpointError, GraphTask, RecipeError, fit, load_checkpoint, load_recipe,
+                             read_metrics, recipe_from_dict)
+from gea_graph.train.data import load_datasets, make_loader
+from gea_graph.train.metrics import metric_input, prepare
+
+REPO = Path(__file__).resolve().parents[2]
+
+FAKE = {
+    "data": {"cls": "torch_geometric.datasets.FakeDataset",
+             "options": {"num_graphs": 80, "avg_num_nodes": 8, "num_channels": 4, "edge_dim": 2, "num_classes": 3}},
+    "model": {"family": "geaet", "task": "graph_classification", "out_channels": 3, "hidden": 16, "layers": 2,
+              "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2, "dropout": 0.1},
+    "optim": {"lr": 0.01, "schedule": "cosine", "warmup_epochs": 1},
+    "trainer": {"max_epochs": 4, "batch_size": 8, "eval_batch_size": 4, "seeds": [0], "log_every_n_steps": 1},
+}
+
+
+def write_recipe(path: Path, raw=FAKE, **trainer) -> Path:
+    raw = json.loads(json.dumps(raw))
+    raw["trainer"].update(trainer)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class StopAfter(Callback):
+    """Simulates a kill after ``epochs`` finished epochs (their checkpoints written)."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if len(pl_module.history) >= self.epochs:
+            trainer.should_stop = True
+
+
+def run(out, resume=False, callbacks=()):
+    return fit(recipe_from_dict(FAKE, name="fake"), out, resume=resume, progress=False, callbacks=callbacks,
+               verbose=False, accelerator="cpu", devices=1)
+
+
+def test_run_directory_and_kill_resume_reproduces(tmp_path):
+    full = run(tmp_path / "full")
+    for name in ("checkpoints/best.ckpt", "checkpoints/last.ckpt", "recipe.yaml", "metrics.csv", "result.json"):
+        assert (tmp_path / "full" / name).is_file(), name
+    assert full["epochs"] == 4 and full["params"] > 0
+
+    assert run(tmp_path / "cut", callbacks=[StopAfter(2)])["epochs"] == 2
+    with pytest.raises(FileExistsError):
+        run(tmp_path / "cut")  # an existing run needs --resume
+    resumed = run(tmp_path / "cut", resume=True)
+    a = read_metrics(tmp_path / "full" / "metrics.csv")
+    b = read_metrics(tmp_path / "cut" / "metrics.csv")
+    assert len(a) == len(b) == 4
+    for ra, rb in zip(a, b):
+        for key in ("train_loss", "val", "test", "lr"):
+            assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-7), (key, ra, rb)
+    assert (resumed["best_epoch"], resumed["val"], resumed["test"]) == (full["best_epoch"], full["val"],
+                                                                        full["test"])
+    ckpt = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.ckpt")  # weights_only=True
+    assert ckpt["hyper_parameters"]["recipe"]["model"]["hidden"] == 16
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    bad = tmp_path / "checkpoints" / "last.ckpt"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="last.ckpt.*corrupt"):
+        load_checkpoint(bad)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        run(tmp_path, resume=True)
+
+
+def test_unknown_and_missing_keys_name_key_and_file(tmp_path):
+    raw = json.loads(json.dumps(FAKE))
+    raw["model"]["hiden"] = 3
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RecipeError, match=r"typo\.yaml.*unknown key 'model\.hiden'"):
+        load_recipe(path)
+    del raw["model"]["hiden"], raw["model"]["task"]
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RecipeError, match=r"typo\.yaml.*missing required key 'model\.task'"):
+        load_recipe(path)
+    with pytest.raises(RecipeError, match="no recipe named"):
+        load_recipe("no-such-recipe")
+
+
+def test_overrides_are_typed(tmp_path):
+    path = write_recipe(tmp_path / "r.yaml")
+    recipe = load_recipe(path, ["model.hidden=64", "optim.lr=1e-4", "model.attn=null", "trainer.seeds=[3,4]"])
+    assert recipe.model.hidden == 64 and recipe.optim.lr == 1e-4 and recipe.model.attn is None
+    assert recipe.trainer.seeds == [3, 4]
+    with pytest.raises(RecipeError, match="model.hidden"):
+        load_recipe(path, ["model.hidden=wide"])
+
+
+def test_ddp_two_processes_agree_with_single_process_metric(tmp_path):
+    path = write_recipe(tmp_path / "ddp.yaml", max_epochs=2)
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "gea_graph", "train", str(path), "--out", str(out),
+                           "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["epochs"] == 2
+    # One process re-evaluates the best checkpoint on the full validation split.
+    ckpt = load_checkpoint(out / "checkpoints" / "best.ckpt")
+    task = GraphTask(ckpt["hyper_parameters"]["recipe"])
+    task.load_state_dict(ckpt["state_dict"])
+    task.eval()
+    recipe = load_recipe(path)
+    torch.manual_seed(0)
+    val = load_datasets(recipe.data)["val"]
+    metric = task.val_metric
+    with torch.no_grad():
+        for batch in make_loader(val, 4):
+            pred, target = prepare(task.model(batch), batch, task.task)
+            metric.update(*metric_input(task.metric_name, pred, target))
+    assert float(metric.compute()) == pytest.approx(result["val"], abs=1e-6)
