@@ -1,4 +1,4 @@
-"""``gea-graph viz`` and ``gea-graph diagnose`` on real ZINC molecules, from small checkpoints trained here."""
+"""``gea-graph viz`` and ``gea-graph diagnose`` on real ZINC molecules, from a small checkpoint trained here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from torch_geometric.data import Batch
 from gea_graph.cli import main
 from gea_graph.diagnostics.loading import dataset_graphs, load_trained
 from gea_graph.nn.external_attention import ExternalAttention
-from gea_graph.train import fit, load_recipe
+from gea_graph.train import GraphTask, fit, load_recipe
 from gea_graph.viz.pictures import attention_picture
 from gea_graph.viz.scores import reduce_external
 
@@ -34,18 +34,32 @@ TINY = [
 
 
 @pytest.fixture(scope="module")
-def checkpoints(mirror, tmp_path_factory) -> dict[str, Path]:
-    """Two tiny GEAET models trained for one epoch on real ZINC graphs: with GEA and self-attention ("both"), and
-    with self-attention only ("self")."""
-    out = tmp_path_factory.mktemp("runs")
-    runs = {"both": TINY, "self": [*TINY, "model.gea=false"]}
-    for name, overrides in runs.items():
-        fit(load_recipe("geaet-zinc-quick", overrides), out / name, progress=False, verbose=False)
-    return {name: out / name / "checkpoints" / "best.ckpt" for name in runs}
+def trained(mirror, tmp_path_factory) -> Path:
+    """A tiny GEAET model (GatedGCN + self-attention + GEA) trained for one epoch on real ZINC graphs."""
+    out = tmp_path_factory.mktemp("run")
+    fit(load_recipe("geaet-zinc-quick", TINY), out, progress=False, verbose=False)
+    return out / "checkpoints" / "best.ckpt"
 
 
-def test_scores_of_a_trained_model_are_its_layer_attention(checkpoints):
-    model, recipe = load_trained(checkpoints["both"])
+@pytest.fixture(scope="module")
+def self_only(tmp_path_factory) -> Path:
+    """An untrained checkpoint of the same recipe without GEA, in the training checkpoint's format."""
+    recipe = load_recipe("geaet-zinc-quick", [*TINY, "model.gea=false"])
+    task = GraphTask(recipe.to_dict())
+    path = tmp_path_factory.mktemp("self") / "self.ckpt"
+    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, path)
+    return path
+
+
+def test_trained_checkpoint(trained, self_only, tmp_path, capsys):
+    """One test, so that the trained checkpoint is made once even when the suite runs on several workers."""
+    check_scores_are_the_layer_attention(trained)
+    check_viz_command(trained, self_only, tmp_path, capsys)
+    check_diagnose_command(trained, self_only, tmp_path, capsys)
+
+
+def check_scores_are_the_layer_attention(checkpoint: Path) -> None:
+    model, recipe = load_trained(checkpoint)
     graphs = dataset_graphs("zinc", recipe, "test", [0, 5, 9])
     picture, records = attention_picture(model, graphs, "external", layer=2)
     gea = next(m for m in model.layers[1].modules() if isinstance(m, ExternalAttention))
@@ -67,18 +81,9 @@ def test_scores_of_a_trained_model_are_its_layer_attention(checkpoints):
         assert redness(picture.image, xy[record.scores.argmin()]) < 0.15
 
 
-def test_viz_command(checkpoints, tmp_path, capsys):
+def check_viz_command(checkpoint: Path, self_only: Path, tmp_path: Path, capsys) -> None:
     out, scores = tmp_path / "attention.png", tmp_path / "scores.csv"
-    argv = [
-        "viz",
-        str(checkpoints["both"]),
-        "--dataset",
-        "zinc",
-        "--index",
-        "0,5",
-        "--kind",
-        "both",
-    ]
+    argv = ["viz", str(checkpoint), "--dataset", "zinc", "--index", "0,5", "--kind", "both"]
     assert main([*argv, "--out", str(out), "--scores", str(scores)]) == 0
     img = matplotlib.image.imread(out)
     assert img.shape[1] == 4 * 300 and img.shape[2] in (3, 4)
@@ -95,7 +100,7 @@ def test_viz_command(checkpoints, tmp_path, capsys):
         main(
             [
                 "viz",
-                str(checkpoints["self"]),
+                str(self_only),
                 "--smiles",
                 "CCO",
                 "c1ccncc1",
@@ -110,36 +115,9 @@ def test_viz_command(checkpoints, tmp_path, capsys):
     assert svg.read_text().lstrip().startswith("<?xml")
 
 
-def test_viz_errors(checkpoints, tmp_path, capsys):
-    png = str(tmp_path / "x.png")
-    assert main(["viz", str(checkpoints["both"]), "--smiles", "CCO", "C1CC(N", "--out", png]) == 2
-    assert "cannot parse SMILES 'C1CC(N'" in capsys.readouterr().err
-    assert (
-        main(
-            ["viz", str(checkpoints["self"]), "--smiles", "CCO", "--kind", "external", "--out", png]
-        )
-        == 2
-    )
-    assert "has no external attention" in capsys.readouterr().err
-    assert (
-        main(["viz", str(checkpoints["both"]), "--smiles", "CCO", "--out", str(tmp_path / "x.jpg")])
-        == 2
-    )
-    assert ".png or .svg" in capsys.readouterr().err
-    assert main(["viz", str(tmp_path / "missing.ckpt"), "--smiles", "CCO", "--out", png]) == 2
-    assert "does not exist" in capsys.readouterr().err
-
-
-def test_diagnose_command_with_compare(checkpoints, tmp_path, capsys):
+def check_diagnose_command(checkpoint: Path, other: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "diag"
-    argv = [
-        "diagnose",
-        str(checkpoints["both"]),
-        "--compare",
-        str(checkpoints["self"]),
-        "--dataset",
-        "zinc",
-    ]
+    argv = ["diagnose", str(checkpoint), "--compare", str(other), "--dataset", "zinc"]
     assert main([*argv, "--graphs", "40", "--batch-size", "16", "--out", str(out)]) == 0
     with (out / "layers.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -152,3 +130,18 @@ def test_diagnose_command_with_compare(checkpoints, tmp_path, capsys):
         == 3
     )
     assert "cosine similarity" in capsys.readouterr().out
+
+
+def test_viz_errors(self_only, tmp_path, capsys):
+    png = str(tmp_path / "x.png")
+    assert (
+        main(["viz", str(self_only), "--smiles", "CCO", "C1CC(N", "--kind", "self", "--out", png])
+        == 2
+    )
+    assert "cannot parse SMILES 'C1CC(N'" in capsys.readouterr().err
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--kind", "external", "--out", png]) == 2
+    assert "has no external attention" in capsys.readouterr().err
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--out", str(tmp_path / "x.jpg")]) == 2
+    assert ".png or .svg" in capsys.readouterr().err
+    assert main(["viz", str(tmp_path / "missing.ckpt"), "--smiles", "CCO", "--out", png]) == 2
+    assert "does not exist" in capsys.readouterr().err
