@@ -1,0 +1,65 @@
+"""``gea-graph bench``: runs recipe x seed, writes results.csv / results.md / curves.png, skips complete runs."""
+import csv
+import json
+from pathlib import Path
+
+import yaml
+
+from gea_graph.bench import runner
+from gea_graph.cli import main
+
+FAKE = {
+    "data": {"cls": "torch_geometric.datasets.FakeDataset",
+             "options": {"num_graphs": 40, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2, "num_classes": 3}},
+    "model": {"family": "mpnn", "mpnn": "gine", "task": "graph_classification", "out_channels": 3, "hidden": 8,
+              "layers": 1, "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2},
+    "trainer": {"max_epochs": 1, "batch_size": 16, "seeds": [0, 1]},
+    "paper": {"source": "Nobody (2099), Table 0", "metric": "accuracy", "value": 0.5, "std": 0.1},
+}
+
+
+def test_bench_writes_results_and_skips_complete_runs(tmp_path, monkeypatch, capsys):
+    recipe = tmp_path / "tiny-fake.yaml"
+    recipe.write_text(yaml.safe_dump(FAKE))
+    out = tmp_path / "bench"
+    assert main(["bench", "--recipes", str(recipe), "--seeds", "0", "--out", str(out), "--accelerator", "cpu"]) == 0
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["recipe"] for r in rows] == ["tiny-fake"]
+    assert set(runner.CSV_COLUMNS) == set(rows[0])
+    assert int(rows[0]["epochs"]) == 1 and int(rows[0]["params"]) > 0
+    md = (out / "results.md").read_text()
+    assert "tiny-fake" in md and "0.5000 ± 0.1000" in md and "Nobody (2099)" in md
+    assert (out / "curves.png").stat().st_size > 0
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a complete run was trained again")
+
+    monkeypatch.setattr(runner.subprocess, "run", no_training)
+    capsys.readouterr()
+    assert main(["bench", "--recipes", str(recipe), "--seeds", "0", "--out", str(out)]) == 0
+    assert "complete, skipped" in capsys.readouterr().out
+
+
+def test_markdown_aggregates_seeds_and_depth_plot(tmp_path):
+    recipe = tmp_path / "gcn-tree-r3.yaml"
+    raw = dict(FAKE, paper=None)
+    recipe.write_text(yaml.safe_dump(raw))
+    runs = runner.plan([str(recipe)], [0, 1], tmp_path)
+    for run, test in zip(runs, (0.5, 0.7)):
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "result.json").write_text(json.dumps({
+            "recipe": "gcn-tree-r3", "dataset": "tree-r3", "seed": run.seed, "params": 10, "metric": "accuracy",
+            "higher_is_better": True, "epochs": 3, "best_epoch": 1, "val": test, "test": test,
+            "train_time_s": 1.0, "peak_memory_mb": 1.0}))
+    md = runner.markdown(runs)
+    assert "| gcn-tree-r3 | 10 | 2 | 3 | 0.6000 ± 0.1000 | 0.6000 ± 0.1000 | – |" in md
+    runner.plot_depth_sweep(runs, tmp_path / "sweep.png")
+    assert Path(tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_suite_lists_every_model_and_depth():
+    suite = runner.SUITES["tree-neighbours-match"]
+    assert len(suite) == 30 and "geaet-tree-r7" in suite and "gatedgcn-tree-r2" in suite
+    for name in suite:
+        assert runner.resolve_recipe(name).is_file()
