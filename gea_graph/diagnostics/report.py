@@ -20,6 +20,7 @@ from typing import Any
 import matplotlib
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
@@ -237,6 +238,7 @@ def plot_report(
         yscale="log",
     )
     for ax in axes[:2]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend()
     if grid_rows:
         ax = axes[2]
