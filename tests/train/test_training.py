@@ -130,3 +130,17 @@ def test_ddp_two_processes_agree_with_single_process_metric(tmp_path):
             pred, target = prepare(task.model(batch), batch, task.task)
             metric.update(*metric_input(task.metric_name, pred, target))
     assert float(metric.compute()) == pytest.approx(result["val"], abs=1e-6)
+
+
+def test_user_molecule_csv_recipe_needs_no_code(tmp_path):
+    smiles = ["CCO", "c1ccccc1", "CC(=O)O", "CCN", "CCCl", "C1CCCCC1", "CC=O", "COC", "CCCC", "c1ccncc1"]
+    table = tmp_path / "mols.csv"
+    table.write_text("smiles,score\n" + "\n".join(f"{s},{i / 10}" for i, s in enumerate(smiles)) + "\n")
+    raw = {"data": {"csv": str(table), "root": str(tmp_path / "data"), "pe": "rw:4",
+                    "options": {"smiles_column": "smiles", "target_columns": "score"}},
+           "model": {"family": "geaet", "task": "graph_regression", "out_channels": 1, "hidden": 16, "layers": 1,
+                     "pe": {"kind": "rw", "size": 4, "dim": 4}},
+           "trainer": {"max_epochs": 1, "batch_size": 4, "seeds": [0]}}
+    result = fit(recipe_from_dict(raw, name="mols"), tmp_path / "run", progress=False, verbose=False,
+                 accelerator="cpu", devices=1)
+    assert result["dataset"] == "mols" and result["metric"] == "mae" and result["epochs"] == 1
