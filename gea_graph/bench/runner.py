@@ -19,9 +19,9 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
 from gea_graph.train.run import METRICS_FILE, read_metrics, read_result
@@ -44,12 +44,12 @@ class BenchRun:
     run_dir: Path
 
     @property
-    def result(self) -> Optional[dict]:
+    def result(self) -> dict | None:
         return read_result(self.run_dir)
 
 
-def plan(recipes: Sequence[str], seeds: Optional[Sequence[int]], out_dir: Path,
-         overrides: Sequence[str] = ()) -> List[BenchRun]:
+def plan(recipes: Sequence[str], seeds: Sequence[int] | None, out_dir: Path,
+         overrides: Sequence[str] = ()) -> list[BenchRun]:
     r"""The runs of a benchmark (the recipe's own seeds unless ``seeds`` is given)."""
     runs = []
     for spec in recipes:
@@ -60,8 +60,8 @@ def plan(recipes: Sequence[str], seeds: Optional[Sequence[int]], out_dir: Path,
     return runs
 
 
-def train_command(run: BenchRun, overrides: Sequence[str], max_time: Optional[float],
-                  trainer_args: Sequence[str]) -> List[str]:
+def train_command(run: BenchRun, overrides: Sequence[str], max_time: float | None,
+                  trainer_args: Sequence[str]) -> list[str]:
     r"""The ``gea-graph train`` command line of one run."""
     cmd = [sys.executable, "-m", "gea_graph", "train", str(run.path), *overrides, "--out", str(run.run_dir),
            "--seed", str(run.seed), "--resume", "--no-progress", *trainer_args]
@@ -70,9 +70,9 @@ def train_command(run: BenchRun, overrides: Sequence[str], max_time: Optional[fl
     return cmd
 
 
-def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Optional[Sequence[int]] = None,
-              max_time: Optional[float] = None, overrides: Sequence[str] = (),
-              trainer_args: Sequence[str] = (), log=print) -> List[BenchRun]:
+def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int] | None = None,
+              max_time: float | None = None, overrides: Sequence[str] = (),
+              trainer_args: Sequence[str] = (), log=print) -> list[BenchRun]:
     r"""Runs (or skips, when complete) every recipe x seed, then writes the result files. Returns the runs; those
     that failed have no ``result``."""
     out = Path(out_dir)
@@ -84,7 +84,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Optional[Sequ
             log(f"{tag}: complete, skipped")
             continue
         log(f"{tag}: training in {run.run_dir}")
-        proc = subprocess.run(train_command(run, overrides, max_time, trainer_args))
+        proc = subprocess.run(train_command(run, overrides, max_time, trainer_args), check=False)
         if proc.returncode != 0 or run.result is None:
             log(f"{tag}: FAILED (exit code {proc.returncode}); see the output above")
     write_reports(runs, out)
@@ -94,7 +94,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Optional[Sequ
 # -- reports --------------------------------------------------------------------------------------------------------
 
 
-def result_rows(runs: Sequence[BenchRun]) -> List[Dict[str, object]]:
+def result_rows(runs: Sequence[BenchRun]) -> list[dict[str, object]]:
     r"""The ``results.csv`` rows of the complete runs."""
     rows = []
     for run in runs:
@@ -121,7 +121,7 @@ def _fmt(values: Sequence[float]) -> str:
 
 def markdown(runs: Sequence[BenchRun]) -> str:
     r"""``results.md``: a table per dataset, one line per recipe (mean ± std over its complete seeds)."""
-    by_dataset: Dict[str, Dict[str, List[BenchRun]]] = defaultdict(lambda: defaultdict(list))
+    by_dataset: dict[str, dict[str, list[BenchRun]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         if run.result is not None:
             by_dataset[run.result["dataset"]][run.recipe.name].append(run)
@@ -155,7 +155,7 @@ def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: Dict[str, List[BenchRun]] = defaultdict(list)
+    groups: dict[str, list[BenchRun]] = defaultdict(list)
     for run in runs:
         if (run.run_dir / METRICS_FILE).is_file():
             groups[run.recipe.name].append(run)
@@ -196,7 +196,7 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points: Dict[str, Dict[int, List[float]]] = defaultdict(lambda: defaultdict(list))
+    points: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         res = run.result
         name = run.recipe.name

@@ -5,8 +5,25 @@ r"""Whole networks assembled from :mod:`gea_graph.nn` by a typed config.
 ...                                 hidden=64, layers=4))                      # doctest: +SKIP
 """
 from gea_graph.models.config import FAMILIES, TASKS, GraphormerConfig, ModelConfig, PEConfig
-from gea_graph.models.networks import (GEAETModel, GraphModel, GraphormerModel, MPNNModel, build_model,
-                                       count_parameters)
+from gea_graph.models.networks import (
+                                       GEAETModel,
+                                       GraphModel,
+                                       GraphormerModel,
+                                       MPNNModel,
+                                       build_model,
+                                       count_parameters,
+)
 
-__all__ = ["FAMILIES", "TASKS", "ModelConfig", "PEConfig", "GraphormerConfig", "GraphModel", "GEAETModel",
-           "MPNNModel", "GraphormerModel", "build_model", "count_parameters"]
+__all__ = [
+                                       "FAMILIES",
+                                       "TASKS",
+                                       "GEAETModel",
+                                       "GraphModel",
+                                       "GraphormerConfig",
+                                       "GraphormerModel",
+                                       "MPNNModel",
+                                       "ModelConfig",
+                                       "PEConfig",
+                                       "build_model",
+                                       "count_parameters",
+]

@@ -6,7 +6,6 @@ input sizes, task and output size are part of the config, not read from a datase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 FAMILIES = ("geaet", "graphormer", "mpnn")
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
@@ -50,7 +49,7 @@ class GraphormerConfig:
     max_degree: int = 64
     max_distance: int = 20
     max_hops: int = 5
-    ffn_channels: Optional[int] = None
+    ffn_channels: int | None = None
     pre_norm: bool = True
     gfsa_k: int = 2
 
@@ -106,12 +105,12 @@ class ModelConfig:
     edge_encoder: str = "bond"
     edge_in: int = 3
     edge_vocab: int = 0
-    mpnn: Optional[str] = "gatedgcn"
-    attn: Optional[str] = "softmax"
+    mpnn: str | None = "gatedgcn"
+    attn: str | None = "softmax"
     gea: bool = True
     heads: int = 4
     gea_heads: int = 4
-    units: Optional[int] = None
+    units: int | None = None
     edge_units: bool = False
     shared_unit: bool = False
     norm_scope: str = "graph"
@@ -121,7 +120,7 @@ class ModelConfig:
     local_out_act: bool = False
     dropout: float = 0.0
     attn_dropout: float = 0.0
-    pe: Optional[PEConfig] = None
+    pe: PEConfig | None = None
     pooling: str = "mean"
     head_layers: int = 2
     head_dropout: float = 0.0

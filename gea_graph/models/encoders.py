@@ -1,8 +1,6 @@
 r"""Input encoders (node, edge, positional) and prediction heads shared by the model families."""
 from __future__ import annotations
 
-from typing import Optional
-
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
 from torch.nn import Dropout, Embedding, Linear, Module, ModuleList
@@ -58,7 +56,7 @@ def node_encoder(cfg: ModelConfig, channels: int) -> Module:
     return Linear(cfg.node_in, channels)
 
 
-def edge_encoder(cfg: ModelConfig, channels: int) -> Optional[Module]:
+def edge_encoder(cfg: ModelConfig, channels: int) -> Module | None:
     r"""The edge encoder of ``cfg`` (``None`` for ``edge_encoder: none``)."""
     if cfg.edge_encoder == "bond":
         return BondEncoder(channels)

@@ -12,18 +12,29 @@ predictions without touching the batch:
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 from torch.nn import Dropout, LayerNorm, Module, ModuleList
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
 from gea_graph.models.config import ModelConfig
-from gea_graph.models.encoders import (ConstantEdge, MLPHead, edge_encoder, encode_pe, node_encoder,
-                                       pe_encoder)
-from gea_graph.nn import (CentralityEncoding, GEAETLayer, GraphormerAttnBias, GraphormerLayer, GraphToken,
-                          from_dense, to_dense)
+from gea_graph.models.encoders import (
+    ConstantEdge,
+    MLPHead,
+    edge_encoder,
+    encode_pe,
+    node_encoder,
+    pe_encoder,
+)
+from gea_graph.nn import (
+    CentralityEncoding,
+    GEAETLayer,
+    GraphormerAttnBias,
+    GraphormerLayer,
+    GraphToken,
+    from_dense,
+    to_dense,
+)
 
 _EDGE_MPNNS = ("gatedgcn", "gine")
 
@@ -51,7 +62,7 @@ class GraphModel(Module):
             x = encode_pe(self.pe_encoder, self.cfg.pe, x, batch)
         return x
 
-    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         r"""Returns ``(node representations, graph representations or None)``."""
         raise NotImplementedError
 
@@ -106,7 +117,7 @@ class GEAETModel(GraphModel):
             norm=cfg.norm, act=cfg.act, use_ffn=cfg.ffn, dropout=cfg.dropout, attn_dropout=cfg.attn_dropout,
             local_out_act=cfg.local_out_act)
 
-    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         x = self.encode_nodes(batch)
         edge_attr = None
         if self.edge_encoder is not None:
@@ -140,7 +151,7 @@ class GraphormerModel(GraphModel):
         g = cfg.graphormer
         self.centrality = CentralityEncoding(cfg.hidden, g.max_degree)
         self.input_dropout = Dropout(cfg.dropout)
-        self.attn_bias: Optional[Module] = None
+        self.attn_bias: Module | None = None
         if cfg.attn != "agf":
             edge_dim = None
             num_edge_types = None
@@ -161,7 +172,7 @@ class GraphormerModel(GraphModel):
         ])
         self.final_norm = LayerNorm(cfg.hidden)
 
-    def embed(self, batch) -> tuple[Tensor, Optional[Tensor]]:
+    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         x = self.centrality(self.encode_nodes(batch), batch.edge_index)
         x, mask = to_dense(self.input_dropout(x), batch.batch, batch_size=batch.num_graphs)
         bias = None

@@ -5,12 +5,47 @@ r"""Training: recipes, the LightningModule, metrics, and one run (:func:`fit`) w
 """
 from gea_graph.train.metrics import HIGHER_IS_BETTER, MeanReciprocalRank
 from gea_graph.train.module import GraphTask, cosine_with_warmup, polynomial_with_warmup
-from gea_graph.train.recipe import (DataConfig, OptimConfig, PaperConfig, Recipe, RecipeError, TrainerConfig,
-                                    available_recipes, load_recipe, recipe_from_dict, resolve_recipe)
-from gea_graph.train.run import (AtomicCheckpointIO, CheckpointError, fit, load_checkpoint, read_metrics,
-                                 read_result)
+from gea_graph.train.recipe import (
+                                    DataConfig,
+                                    OptimConfig,
+                                    PaperConfig,
+                                    Recipe,
+                                    RecipeError,
+                                    TrainerConfig,
+                                    available_recipes,
+                                    load_recipe,
+                                    recipe_from_dict,
+                                    resolve_recipe,
+)
+from gea_graph.train.run import (
+                                    AtomicCheckpointIO,
+                                    CheckpointError,
+                                    fit,
+                                    load_checkpoint,
+                                    read_metrics,
+                                    read_result,
+)
 
-__all__ = ["HIGHER_IS_BETTER", "MeanReciprocalRank", "GraphTask", "cosine_with_warmup", "polynomial_with_warmup",
-           "DataConfig", "OptimConfig", "PaperConfig", "Recipe", "RecipeError", "TrainerConfig", "available_recipes",
-           "load_recipe", "recipe_from_dict", "resolve_recipe", "AtomicCheckpointIO", "CheckpointError", "fit",
-           "load_checkpoint", "read_metrics", "read_result"]
+__all__ = [
+                                    "HIGHER_IS_BETTER",
+                                    "AtomicCheckpointIO",
+                                    "CheckpointError",
+                                    "DataConfig",
+                                    "GraphTask",
+                                    "MeanReciprocalRank",
+                                    "OptimConfig",
+                                    "PaperConfig",
+                                    "Recipe",
+                                    "RecipeError",
+                                    "TrainerConfig",
+                                    "available_recipes",
+                                    "cosine_with_warmup",
+                                    "fit",
+                                    "load_checkpoint",
+                                    "load_recipe",
+                                    "polynomial_with_warmup",
+                                    "read_metrics",
+                                    "read_result",
+                                    "recipe_from_dict",
+                                    "resolve_recipe",
+]

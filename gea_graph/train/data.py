@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Dict, Iterator, Optional, Sized
+from collections.abc import Iterator, Sized
 
 import torch
 from torch.utils.data import Dataset, Sampler
@@ -23,7 +23,7 @@ def import_object(path: str):
         raise ValueError(f"data.cls: cannot import {path!r}: {err}") from None
 
 
-def _from_class(cfg: DataConfig) -> Dict[str, Dataset]:
+def _from_class(cfg: DataConfig) -> dict[str, Dataset]:
     cls = import_object(str(cfg.cls))
     params = inspect.signature(cls).parameters
     kwargs = dict(cfg.options)
@@ -50,7 +50,7 @@ def _from_class(cfg: DataConfig) -> Dict[str, Dataset]:
     return {split: dataset[torch.tensor(idx)] for split, idx in parts.items()}
 
 
-def load_datasets(cfg: DataConfig) -> Dict[str, Dataset]:
+def load_datasets(cfg: DataConfig) -> dict[str, Dataset]:
     r"""The ``train`` / ``val`` / ``test`` datasets of a recipe.
 
     Built-in datasets without a validation split (TreeNeighbourMatch's train/test protocol) use the test split for
@@ -63,7 +63,7 @@ def load_datasets(cfg: DataConfig) -> Dict[str, Dataset]:
         names = {"train": "train",
                  "val": "val" if "val" in available else "test",
                  "test": "test" if "test" in available else "val"}
-        built: Dict[str, Dataset] = {}
+        built: dict[str, Dataset] = {}
         splits = {}
         for split, name in names.items():
             if name not in built:
@@ -99,7 +99,7 @@ class EpochSampler(Sampler[int]):
         return self.size
 
 
-def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: Optional[int] = None,
+def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: int | None = None,
                 num_workers: int = 0) -> DataLoader:
     r"""A PyG :class:`~torch_geometric.loader.DataLoader`; training loaders (``shuffle_seed`` given) use
     :class:`EpochSampler`."""

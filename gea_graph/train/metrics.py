@@ -1,7 +1,7 @@
 r"""Losses and evaluation metrics by task (torchmetrics, so that they synchronise across DDP processes)."""
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ _AUTO_METRIC = {"graph_regression": "mae", "graph_classification": "accuracy", "
                 "node_classification": "f1", "target_node": "accuracy", "link_ranking": "mrr"}
 
 
-def link_scores(emb: Tensor, batch) -> Tuple[Tensor, Tensor]:
+def link_scores(emb: Tensor, batch) -> tuple[Tensor, Tensor]:
     r"""Candidate scores for link ranking (PCQM-Contact): for every positive pair ``(i, j)`` of
     ``batch.edge_label_index`` (those with ``edge_label == 1`` when labels are given), the dot products of ``emb[i]``
     with every node of ``i``'s graph (raw ranking against all nodes), and the position of ``j`` among them.
@@ -61,7 +61,7 @@ class MeanReciprocalRank(Metric):
         return (self.total / self.count.clamp(min=1)).float()
 
 
-def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> Tuple[str, str]:
+def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> tuple[str, str]:
     r"""The loss and metric names of a task (``auto`` picks the task's default)."""
     loss = _AUTO_LOSS[cfg.task] if loss == "auto" else loss
     metric = _AUTO_METRIC[cfg.task] if metric == "auto" else metric
@@ -86,7 +86,7 @@ def make_metric(name: str, cfg: ModelConfig) -> Metric:
     return MeanReciprocalRank()
 
 
-def prepare(pred: Tensor, batch, task: str) -> Tuple[Tensor, Tensor]:
+def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor]:
     r"""Predictions and targets in the shapes the loss and metric take (regression ``[B, T]`` float, classes
     ``[M, C]`` logits with ``[M]`` long targets, multi-label ``[B, T]`` logits with ``[B, T]`` long targets, link
     ranking ``[P, N_max]`` scores with ``[P]`` targets)."""
@@ -111,7 +111,7 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     return F.cross_entropy  # "ce" and "rank" (a softmax over the candidates)
 
 
-def metric_input(name: str, pred: Tensor, target: Tensor) -> Tuple[Tensor, Tensor]:
+def metric_input(name: str, pred: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     r"""Casts predictions/targets for the torchmetrics update (float32 predictions, long labels)."""
     pred = pred.detach().float()
     if name == "ap":

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import lightning as L
 import torch
@@ -12,8 +13,14 @@ import torchmetrics
 from torch import Tensor
 
 from gea_graph.models import build_model, count_parameters
-from gea_graph.train.metrics import (HIGHER_IS_BETTER, loss_fn, make_metric, metric_input, prepare,
-                                     resolve_task)
+from gea_graph.train.metrics import (
+    HIGHER_IS_BETTER,
+    loss_fn,
+    make_metric,
+    metric_input,
+    prepare,
+    resolve_task,
+)
 from gea_graph.train.recipe import OptimConfig, recipe_from_dict
 
 
@@ -59,7 +66,7 @@ class GraphTask(L.LightningModule):
         seed (int): The run's seed (re-seeds the global RNG at every step, for exact resume).
     """
 
-    def __init__(self, recipe: Dict[str, Any], seed: int = 0) -> None:
+    def __init__(self, recipe: dict[str, Any], seed: int = 0) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.recipe = recipe_from_dict(recipe)
@@ -72,7 +79,7 @@ class GraphTask(L.LightningModule):
         self.val_metric = make_metric(self.metric_name, self.recipe.model)
         self.test_metric = make_metric(self.metric_name, self.recipe.model)
         self.train_loss = torchmetrics.MeanMetric()
-        self.history: List[Dict[str, float]] = []
+        self.history: list[dict[str, float]] = []
         self._epoch_start = 0.0
 
     @property
@@ -126,7 +133,7 @@ class GraphTask(L.LightningModule):
         self.history.append(row)
         self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True)
 
-    def best(self) -> Optional[Dict[str, float]]:
+    def best(self) -> dict[str, float] | None:
         r"""The history row with the best validation metric (first on ties), or ``None`` before any epoch."""
         rows = [r for r in self.history if not math.isnan(r["val"])]
         if not rows:
@@ -135,14 +142,14 @@ class GraphTask(L.LightningModule):
         return min(rows, key=lambda r: (sign * r["val"], r["epoch"]))
 
     # -- state ----------------------------------------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gea_history"] = [dict(r) for r in self.history]
 
-    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = [dict(r) for r in checkpoint.get("gea_history", [])]
 
     # -- optimisation ---------------------------------------------------------------------------------------------
-    def configure_optimizers(self) -> Dict[str, Any]:
+    def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
         optimizer = torch.optim.AdamW(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
                                       weight_decay=opt.weight_decay)

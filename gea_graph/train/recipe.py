@@ -12,9 +12,10 @@ import dataclasses
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Union
 
 import yaml
 
@@ -46,13 +47,13 @@ class DataConfig:
         split_seed: Seed of the random split of a class without splits.
     """
 
-    name: Optional[str] = None
-    csv: Optional[str] = None
-    cls: Optional[str] = None
-    options: Dict[str, Any] = field(default_factory=dict)
-    root: Optional[str] = None
-    pe: Optional[str] = None
-    subset: Optional[int] = None
+    name: str | None = None
+    csv: str | None = None
+    cls: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    root: str | None = None
+    pe: str | None = None
+    subset: int | None = None
     split_seed: int = 0
 
     def __post_init__(self) -> None:
@@ -93,14 +94,14 @@ class OptimConfig:
 
     lr: float = 1e-3
     weight_decay: float = 0.0
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
     schedule: str = "cosine"
     warmup_epochs: int = 0
     warmup_steps: int = 0
     end_lr: float = 1e-9
     power: float = 1.0
-    clip: Optional[float] = 1.0
+    clip: float | None = 1.0
 
     def __post_init__(self) -> None:
         if self.schedule not in ("cosine", "polynomial", "constant"):
@@ -129,10 +130,10 @@ class TrainerConfig:
 
     max_epochs: int = 100
     batch_size: int = 32
-    eval_batch_size: Optional[int] = None
-    seeds: List[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    eval_batch_size: int | None = None
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     precision: str = "auto"
-    max_time: Optional[float] = None
+    max_time: float | None = None
     num_workers: int = 0
     loss: str = "auto"
     metric: str = "auto"
@@ -155,8 +156,8 @@ class PaperConfig:
     source: str
     metric: str
     value: float
-    std: Optional[float] = None
-    params: Optional[int] = None
+    std: float | None = None
+    params: int | None = None
     params_rtol: float = 0.0
 
 
@@ -168,11 +169,11 @@ class Recipe:
     model: ModelConfig
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    paper: Optional[PaperConfig] = None
+    paper: PaperConfig | None = None
     name: str = ""
     description: str = ""
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
         return dataclasses.asdict(self)
 
@@ -180,7 +181,7 @@ class Recipe:
 # -- locating -------------------------------------------------------------------------------------------------------
 
 
-def recipe_dirs() -> List[Path]:
+def recipe_dirs() -> list[Path]:
     r"""Folders searched for recipe names: ``$GEA_GRAPH_RECIPES`` (``os.pathsep``-separated), ``./models`` and the
     ``models/`` folder of the repository holding this package."""
     dirs = [Path(p) for p in os.environ.get(RECIPE_DIR_ENV, "").split(os.pathsep) if p]
@@ -189,7 +190,7 @@ def recipe_dirs() -> List[Path]:
     return dirs
 
 
-def resolve_recipe(spec: Union[str, os.PathLike]) -> Path:
+def resolve_recipe(spec: str | os.PathLike) -> Path:
     r"""A recipe path from a path or a name (``geaet-zinc-quick`` -> ``models/geaet-zinc-quick.yaml``)."""
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
@@ -204,7 +205,7 @@ def resolve_recipe(spec: Union[str, os.PathLike]) -> Path:
     raise RecipeError(f"no recipe named {str(spec)!r} in {', '.join(str(d) for d in recipe_dirs())}")
 
 
-def available_recipes() -> List[str]:
+def available_recipes() -> list[str]:
     r"""Names of the recipes found in :func:`recipe_dirs`."""
     names = set()
     for folder in recipe_dirs():
@@ -216,7 +217,7 @@ def available_recipes() -> List[str]:
 # -- parsing --------------------------------------------------------------------------------------------------------
 
 
-def parse_override(text: str) -> tuple[List[str], Any]:
+def parse_override(text: str) -> tuple[list[str], Any]:
     r"""``"model.hidden=64"`` -> ``(["model", "hidden"], 64)`` (the value parsed as YAML)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -224,7 +225,7 @@ def parse_override(text: str) -> tuple[List[str], Any]:
     return key.strip().split("."), yaml.safe_load(value) if value.strip() else None
 
 
-def apply_overrides(raw: Dict[str, Any], overrides: Sequence[str]) -> Dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     r"""Sets each dotted override in the raw recipe dictionary (in place; returns it)."""
     for text in overrides:
         keys, value = parse_override(text)
@@ -243,7 +244,7 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
     if typing.get_origin(tp) in (Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) < len(typing.get_args(tp)):
-            return True, args[0] if len(args) == 1 else Union[tuple(args)]
+            return True, args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007
     return False, tp
 
 
@@ -256,12 +257,12 @@ def _convert(tp: Any, value: Any, where: str, source: str) -> Any:
     if dataclasses.is_dataclass(inner):
         return build_dataclass(inner, value, where, source)
     origin = typing.get_origin(inner)
-    if origin in (list, List):
+    if origin is list:
         if not isinstance(value, (list, tuple)):
             raise RecipeError(f"{source}: key '{where}' must be a list, got {value!r}")
         (item,) = typing.get_args(inner) or (Any,)
         return [_convert(item, v, f"{where}[{i}]", source) for i, v in enumerate(value)]
-    if origin in (dict, Dict):
+    if origin is dict:
         if not isinstance(value, dict):
             raise RecipeError(f"{source}: key '{where}' must be a mapping, got {value!r}")
         return dict(value)
@@ -300,14 +301,14 @@ def build_dataclass(cls: type, raw: Any, where: str, source: str) -> Any:
         raise RecipeError(f"{source}: {err}") from None
 
 
-def recipe_from_dict(raw: Dict[str, Any], source: str = "<recipe>", name: str = "") -> Recipe:
+def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>", name: str = "") -> Recipe:
     r"""A :class:`Recipe` from a raw dictionary (strict; see :func:`build_dataclass`)."""
     raw = dict(raw)
     raw.setdefault("name", name)
     return build_dataclass(Recipe, raw, "", source)
 
 
-def load_recipe(spec: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> Recipe:
+def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recipe:
     r"""Reads a recipe by name or path and applies dotted overrides."""
     path = resolve_recipe(spec)
     try:
@@ -323,7 +324,7 @@ def load_recipe(spec: Union[str, os.PathLike], overrides: Sequence[str] = ()) ->
     return recipe
 
 
-def dump_recipe(recipe: Recipe, path: Union[str, os.PathLike]) -> None:
+def dump_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
     r"""Writes the resolved recipe as YAML (atomically)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

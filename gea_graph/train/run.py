@@ -19,14 +19,15 @@ import pickle
 import resource
 import time
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Union
+from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
-from lightning.fabric.plugins import TorchCheckpointIO
 
 from gea_graph.train.data import load_datasets, make_loader
 from gea_graph.train.module import GraphTask
@@ -40,7 +41,7 @@ class CheckpointError(RuntimeError):
     r"""A checkpoint that cannot be read (missing, truncated, corrupt or not a plain-types checkpoint)."""
 
 
-def load_checkpoint(path: Union[str, os.PathLike], map_location: Any = "cpu") -> Dict[str, Any]:
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     r"""Reads a checkpoint with ``torch.load(..., weights_only=True)``; any failure becomes a
     :class:`CheckpointError` that names the file."""
     path = Path(path)
@@ -58,8 +59,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     r"""Writes each checkpoint to a temporary file in the same folder and renames it into place (a kill never leaves
     a half-written ``last.ckpt``); reads with :func:`load_checkpoint`."""
 
-    def save_checkpoint(self, checkpoint: Dict[str, Any], path: Union[str, os.PathLike],
-                        storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike,
+                        storage_options: Any | None = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -70,8 +71,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             if tmp.exists():
                 tmp.unlink()
 
-    def load_checkpoint(self, path: Union[str, os.PathLike], map_location: Optional[Any] = None,
-                        weights_only: Optional[bool] = None) -> Dict[str, Any]:
+    def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
         return load_checkpoint(path, map_location if map_location is not None else "cpu")
 
 
@@ -87,7 +88,7 @@ class MetricsWriter(Callback):
         write_metrics(self.path, pl_module.history)
 
 
-def write_metrics(path: Path, history: Iterable[Dict[str, float]]) -> None:
+def write_metrics(path: Path, history: Iterable[dict[str, float]]) -> None:
     r"""Writes the per-epoch history as CSV, atomically."""
     rows = list(history)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -98,7 +99,7 @@ def write_metrics(path: Path, history: Iterable[Dict[str, float]]) -> None:
     os.replace(tmp, path)
 
 
-def read_metrics(path: Union[str, os.PathLike]) -> list:
+def read_metrics(path: str | os.PathLike) -> list:
     r"""The rows of a ``metrics.csv`` as dictionaries of floats."""
     with open(path, newline="") as f:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
@@ -122,7 +123,7 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> Dict[str, Any]:
+def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> dict[str, Any]:
     r"""The run summary (the row of ``results.csv``)."""
     best = module.best() or {}
     history = module.history
@@ -135,10 +136,10 @@ def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> Dict
     }
 
 
-def fit(recipe: Recipe, out_dir: Union[str, os.PathLike], seed: Optional[int] = None, resume: bool = False,
-        accelerator: str = "auto", devices: Union[int, str] = "auto", num_nodes: int = 1,
-        strategy: str = "auto", max_time: Optional[float] = None, tensorboard: bool = False,
-        progress: bool = True, callbacks: Iterable[Callback] = (), verbose: bool = True) -> Optional[Dict[str, Any]]:
+def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, resume: bool = False,
+        accelerator: str = "auto", devices: int | str = "auto", num_nodes: int = 1,
+        strategy: str = "auto", max_time: float | None = None, tensorboard: bool = False,
+        progress: bool = True, callbacks: Iterable[Callback] = (), verbose: bool = True) -> dict[str, Any] | None:
     r"""Trains ``recipe`` into ``out_dir``.
 
     Args:
@@ -213,7 +214,7 @@ def fit(recipe: Recipe, out_dir: Union[str, os.PathLike], seed: Optional[int] = 
     return result
 
 
-def read_result(run_dir: Union[str, os.PathLike]) -> Optional[Dict[str, Any]]:
+def read_result(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     r"""The summary of a complete run, or ``None``."""
     path = Path(run_dir) / RESULT_FILE
     return json.loads(path.read_text()) if path.is_file() else None

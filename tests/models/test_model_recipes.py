@@ -121,7 +121,7 @@ def test_zinc_geaet_within_budget_and_branches():
 
 
 def test_geaet_variants_switch_branches():
-    base = dict(family="geaet", task="graph_regression", out_channels=1, hidden=32, layers=2)
+    base = {"family": "geaet", "task": "graph_regression", "out_channels": 1, "hidden": 32, "layers": 2}
     mpnn_gea = build_model(ModelConfig(**base, mpnn="gcn", attn=None))
     gps = build_model(ModelConfig(**base, mpnn="gine", attn="softmax", gea=False))
     assert mpnn_gea.layers[0].attention is None and mpnn_gea.layers[0].gea is not None
