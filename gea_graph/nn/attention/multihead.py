@@ -56,7 +56,10 @@ class DenseAttentionBase(Module):
     def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, N, _ = x.shape
         qkv = self.qkv(x).view(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        return qkv[0], qkv[1], qkv[2]
+        # unbind, not qkv[0], qkv[1], qkv[2]: its backward stacks the three gradients in one copy
+        # instead of zero-filling three full-size buffers (SelectBackward).
+        q, k, v = qkv.unbind(0)
+        return q, k, v
 
     def _softmax_weights(self, q: Tensor, k: Tensor, bias: Tensor) -> Tensor:
         # Explicit A = softmax(q k^T / sqrt(d) + bias), [B, H, N, N].
