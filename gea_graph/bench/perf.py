@@ -121,7 +121,7 @@ class Settings:
     def make(cls, quick: bool, device: torch.device) -> "Settings":
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
-            return cls(device, True, repeats=20, warmup=2, train_steps=30, spd_graphs=64,
+            return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
                        layer_datasets=("ZINC",))
         return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 

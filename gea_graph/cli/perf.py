@@ -17,6 +17,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                    help="output folder for perf.md and perf.json (default: ./perf-results)")
     p.add_argument("--device", default="auto",
                    help="'auto' (CUDA when available), 'cpu', 'cuda', 'cuda:1', ... (default: auto)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads for every row (default: torch's default)")
     p.add_argument("--only", nargs="+", metavar="GROUP", default=None,
                    help="run only these groups of rows: dataset external gps geaet graphormer agf "
                         "spd train")
@@ -32,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise SystemExit(f"gea-graph perf: unknown group(s) {', '.join(unknown)}; "
                              f"choose from {', '.join(row_groups())}")
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     settings = Settings.make(args.quick, resolve_device(args.device))
     run_suite(settings, args.out, only=args.only)
     return 0
