@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out or "runs/bench")
     trainer_args = ["--accelerator", args.accelerator, "--devices", str(args.devices),
                     "--num-nodes", str(args.num_nodes), "--strategy", args.strategy]
+    if args.threads is not None:
+        trainer_args += ["--threads", str(args.threads)]
     try:
         runs = run_bench(recipes, out, seeds=args.seeds, max_time=args.max_time, overrides=args.overrides,
                          trainer_args=trainer_args)
