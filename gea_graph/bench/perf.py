@@ -28,9 +28,9 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 from torch.nn import Module
@@ -48,7 +48,7 @@ class Target:
     value: float
     on: str = "ratio"
 
-    def check(self, ours: Optional[float], ratio: Optional[float]) -> bool:
+    def check(self, ours: float | None, ratio: float | None) -> bool:
         """Whether the measured value meets the target (a missing value never does)."""
         got = ratio if self.on == "ratio" else ours
         if got is None or math.isnan(got):
@@ -67,20 +67,20 @@ class Row:
     table only (input source, fallbacks, memory method), never to ``perf.json``."""
 
     name: str
-    ours: Optional[float]
-    reference: Optional[float]
+    ours: float | None
+    reference: float | None
     unit: str
-    target: Optional[Target] = None
+    target: Target | None = None
     note: str = ""
     met: bool = field(init=False)
-    ratio: Optional[float] = field(init=False)
+    ratio: float | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.ratio = (self.ours / self.reference
                       if self.ours is not None and self.reference not in (None, 0) else None)
         self.met = True if self.target is None else self.target.check(self.ours, self.ratio)
 
-    def to_json(self) -> Dict[str, object]:
+    def to_json(self) -> dict[str, object]:
         """The row as a ``perf.json`` object with exactly :data:`JSON_KEYS`."""
         return {
             "name": self.name,
@@ -93,7 +93,7 @@ class Row:
         }
 
 
-def _finite(v: Optional[float]) -> Optional[float]:
+def _finite(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
@@ -114,11 +114,11 @@ class Settings:
     warmup: int
     train_steps: int
     spd_graphs: int
-    agf_sizes: Tuple[int, ...] = (256, 1024, 4096)
-    layer_datasets: Tuple[str, ...] = ("ZINC", "Peptides-func")
+    agf_sizes: tuple[int, ...] = (256, 1024, 4096)
+    layer_datasets: tuple[str, ...] = ("ZINC", "Peptides-func")
 
     @classmethod
-    def make(cls, quick: bool, device: torch.device) -> "Settings":
+    def make(cls, quick: bool, device: torch.device) -> Settings:
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
             return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
@@ -126,9 +126,9 @@ class Settings:
         return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 
     @classmethod
-    def tiny(cls, device: torch.device = torch.device("cpu")) -> "Settings":
+    def tiny(cls, device: torch.device | None = None) -> Settings:
         """Smallest settings that still exercise every code path (for the smoke test)."""
-        return cls(device, True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
+        return cls(device or torch.device("cpu"), True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
                    agf_sizes=(16, 32, 64))
 
 
@@ -161,8 +161,8 @@ def time_pair(ours: Callable[[], object], reference: Callable[[], object], setti
         for fn in (ours, reference):
             fn()
             between()
-    t_ours: List[float] = []
-    t_ref: List[float] = []
+    t_ours: list[float] = []
+    t_ref: list[float] = []
     for i in range(settings.repeats):
         order = ((ours, t_ours), (reference, t_ref))
         for fn, acc in (order if i % 2 == 0 else order[::-1]):
@@ -210,8 +210,8 @@ def train_step(module: Module, forward: Callable[[], object]) -> Callable[[], No
 
 
 def layer_rows(name: str, ours: Module, ours_fn: Callable[[], object], reference: Module,
-               reference_fn: Callable[[], object], target: Optional[Target], settings: Settings,
-               note: str = "") -> List[Row]:
+               reference_fn: Callable[[], object], target: Target | None, settings: Settings,
+               note: str = "") -> list[Row]:
     r"""Time (forward + backward) and peak memory rows for one pair of layers."""
     step_ours = train_step(ours, ours_fn)
     step_ref = train_step(reference, reference_fn)
@@ -237,7 +237,7 @@ def layer_rows(name: str, ours: Module, ours_fn: Callable[[], object], reference
 # ------------------------------------------------------------------------------------------------
 # Reports
 
-def _fmt(v: Optional[float]) -> str:
+def _fmt(v: float | None) -> str:
     if v is None:
         return "—"
     if v == 0 or 0.01 <= abs(v) < 1e5:
@@ -278,10 +278,10 @@ def write_reports(rows: Sequence[Row], out_dir: Path, settings: Settings, second
 # ------------------------------------------------------------------------------------------------
 # The suite
 
-RowGroup = Callable[[Settings], List[Row]]
+RowGroup = Callable[[Settings], list[Row]]
 
 
-def row_groups() -> Dict[str, RowGroup]:
+def row_groups() -> dict[str, RowGroup]:
     """The suite's groups of rows, by name, in the order they run."""
     from gea_graph.bench import perf_layers, perf_pipeline
 
@@ -297,9 +297,9 @@ def row_groups() -> Dict[str, RowGroup]:
     }
 
 
-def run_suite(settings: Settings, out_dir: Optional[Path] = None,
-              only: Optional[Iterable[str]] = None,
-              log: Callable[[str], object] = print) -> List[Row]:
+def run_suite(settings: Settings, out_dir: Path | None = None,
+              only: Iterable[str] | None = None,
+              log: Callable[[str], object] = print) -> list[Row]:
     r"""Runs the suite (or the groups named in ``only``), prints the table, and writes the reports
     to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
     broken component never hides the others."""
@@ -307,7 +307,7 @@ def run_suite(settings: Settings, out_dir: Optional[Path] = None,
     start = time.perf_counter()
     groups = row_groups()
     names = list(groups) if only is None else list(only)
-    rows: List[Row] = []
+    rows: list[Row] = []
     for name in names:
         t0 = time.perf_counter()
         try:

@@ -19,7 +19,6 @@ import resource
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -28,13 +27,13 @@ from torch_geometric.data import Batch, Data, InMemoryDataset
 from torch_geometric.utils import to_undirected
 
 #: Graphs per mini-batch, per dataset, as the performance issue fixes them.
-BATCH_GRAPHS: Dict[str, int] = {"ZINC": 128, "Peptides-func": 64}
+BATCH_GRAPHS: dict[str, int] = {"ZINC": 128, "Peptides-func": 64}
 
 #: Positional encodings of the suite's ZINC build (the dataset-build row's LapPE-8 + RWPE-20).
 ZINC_PE = "lap:8,rw:20"
 
 #: Node-count distribution of the random fallback: (mean, std, min, max) of the real datasets.
-_SIZE_DIST: Dict[str, Tuple[float, float, int, int]] = {
+_SIZE_DIST: dict[str, tuple[float, float, int, int]] = {
     "ZINC": (23.2, 4.5, 9, 37),
     "Peptides-func": (150.9, 60.0, 8, 444),
 }
@@ -47,14 +46,14 @@ class ZincBuild:
     ``cpu_seconds`` of CPU time (this process and its featurising workers together)."""
 
     root: str
-    splits: Dict[str, InMemoryDataset]
+    splits: dict[str, InMemoryDataset]
     seconds: float
     cpu_seconds: float
     _tmp: tempfile.TemporaryDirectory
 
 
-_ZINC: List[ZincBuild] = []
-_GRAPHS: Dict[Tuple[str, int], Tuple[List[Data], str]] = {}
+_ZINC: list[ZincBuild] = []
+_GRAPHS: dict[tuple[str, int], tuple[list[Data], str]] = {}
 
 
 def build_zinc() -> ZincBuild:
@@ -88,8 +87,8 @@ def random_molecule_like(num_nodes: int, generator: torch.Generator) -> Data:
     attach to one of the few previous nodes (chains and branches), plus one ring-closing edge per
     ~12 nodes; OGB-shaped long features ``x [N, 9]`` and ``edge_attr [E, 3]``."""
     n = max(int(num_nodes), 1)
-    src: List[int] = []
-    dst: List[int] = []
+    src: list[int] = []
+    dst: list[int] = []
     for i in range(1, n):
         back = int(torch.randint(1, min(i, 3) + 1, (1,), generator=generator))
         src.append(i)
@@ -106,7 +105,7 @@ def random_molecule_like(num_nodes: int, generator: torch.Generator) -> Data:
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
 
 
-def random_graphs(dataset: str, count: int, seed: int = 0) -> List[Data]:
+def random_graphs(dataset: str, count: int, seed: int = 0) -> list[Data]:
     """``count`` random molecule-like graphs with ``dataset``'s node-count distribution."""
     mean, std, lo, hi = _SIZE_DIST[dataset]
     gen = torch.Generator().manual_seed(seed)
@@ -114,13 +113,13 @@ def random_graphs(dataset: str, count: int, seed: int = 0) -> List[Data]:
     return [random_molecule_like(int(n), gen) for n in sizes]
 
 
-def _spread(total: int, count: int) -> List[int]:
+def _spread(total: int, count: int) -> list[int]:
     # A fixed, spread-out selection (not the first graphs, which may be sorted by anything).
     step = max(total // count, 1)
     return [i * step for i in range(min(count, total))]
 
 
-def _peptides(count: int) -> List[Data]:
+def _peptides(count: int) -> list[Data]:
     from gea_graph.data import PeptidesFunctional, availability, fetch, get_dataset, safe_pickle
     from gea_graph.data.molecules import featurize
 
@@ -139,7 +138,7 @@ def _peptides(count: int) -> List[Data]:
     return featurize(table["smiles"].tolist(), targets, str(csv))
 
 
-def real_graphs(dataset: str, count: int) -> Tuple[List[Data], str]:
+def real_graphs(dataset: str, count: int) -> tuple[list[Data], str]:
     r"""``count`` graphs of ``dataset`` (``"ZINC"``: training split of the suite's build;
     ``"Peptides-func"``: training split) and a note: empty for real graphs, else why the random
     fallback was used. Cached per process."""
@@ -175,7 +174,7 @@ class LayerInput:
     note: str
 
 
-def _embed(t: Optional[Tensor], rows: int, channels: int, gen: torch.Generator) -> Tensor:
+def _embed(t: Tensor | None, rows: int, channels: int, gen: torch.Generator) -> Tensor:
     # Fixed random embeddings of the (categorical) input features: a sum over the columns, as
     # OGB's Atom/BondEncoder do. Float inputs go through a fixed random linear map.
     if t is None:

@@ -4,7 +4,8 @@ real mini-batches (ZINC, 128 graphs; Peptides-func, 64 graphs), width :data:`CHA
 from __future__ import annotations
 
 import math
-from typing import Callable, List, Tuple
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -61,27 +62,27 @@ def _note(inp: LayerInput, extra: str = "") -> str:
     return "; ".join(parts)
 
 
-def external_attention_rows(settings: Settings) -> List[Row]:
+def external_attention_rows(settings: Settings) -> list[Row]:
     """``ExternalAttention`` (4 heads, node units) vs its two-``Linear`` FLOP floor."""
     from gea_graph.nn import ExternalAttention
 
-    rows: List[Row] = []
+    rows: list[Row] = []
     for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         ours = _seeded(lambda: ExternalAttention(CHANNELS, heads=HEADS), settings.device)
-        ref = _seeded(lambda: TwoLinearFloor(CHANNELS, HEADS, ours.units), settings.device)
+        ref = _seeded(partial(TwoLinearFloor, CHANNELS, HEADS, ours.units), settings.device)
         rows += layer_rows(
             f"external attention [{ds}]", ours,
-            lambda: ours(inp.x, inp.batch, num_graphs=inp.num_graphs)[0],
-            ref, lambda: ref(inp.x), Target("<=", 2.0), settings, _note(inp))
+            partial(ours, inp.x, inp.batch, num_graphs=inp.num_graphs),
+            ref, partial(ref, inp.x), Target("<=", 2.0), settings, _note(inp))
     return rows
 
 
 def _geaet_vs_gps(settings: Settings, label: str, target: float, **layer_kwargs: object
-                  ) -> List[Row]:
+                  ) -> list[Row]:
     from gea_graph.nn import GEAETLayer
 
-    rows: List[Row] = []
+    rows: list[Row] = []
     for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         ours = _seeded(lambda: GEAETLayer(CHANNELS, heads=HEADS, **layer_kwargs),
@@ -89,19 +90,20 @@ def _geaet_vs_gps(settings: Settings, label: str, target: float, **layer_kwargs:
         ref = _seeded(gps_reference, settings.device)
         rows += layer_rows(
             f"{label} [{ds}]", ours,
-            lambda: ours(inp.x, inp.edge_index, inp.edge_attr, inp.batch, num_graphs=inp.num_graphs),
-            ref, lambda: ref(inp.x, inp.edge_index, inp.batch, edge_attr=inp.edge_attr),
+            partial(ours, inp.x, inp.edge_index, inp.edge_attr, inp.batch,
+                    num_graphs=inp.num_graphs),
+            ref, partial(ref, inp.x, inp.edge_index, inp.batch, edge_attr=inp.edge_attr),
             Target("<=", target), settings, _note(inp))
     return rows
 
 
-def gps_layer_rows(settings: Settings) -> List[Row]:
+def gps_layer_rows(settings: Settings) -> list[Row]:
     """``GEAETLayer(mpnn="gine", attn="softmax", gea=False)`` vs ``GPSConv(GINEConv)``."""
     return _geaet_vs_gps(settings, "GPS-style layer", 1.05, mpnn="gine", attn="softmax",
                          gea=False)
 
 
-def geaet_layer_rows(settings: Settings) -> List[Row]:
+def geaet_layer_rows(settings: Settings) -> list[Row]:
     """``GEAETLayer(mpnn="gatedgcn", attn="softmax", gea=True)`` vs ``GPSConv(GINEConv)``."""
     return _geaet_vs_gps(settings, "full GEAET layer", 1.5, mpnn="gatedgcn", attn="softmax",
                          gea=True)
@@ -127,7 +129,7 @@ def dense_spd(edge_index: Tensor, batch: Tensor, num_graphs: int, max_nodes: int
     return torch.from_numpy(out)
 
 
-def graphormer_inputs(inp: LayerInput, device: torch.device) -> Tuple[Tensor, Tensor, Tensor]:
+def graphormer_inputs(inp: LayerInput, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     r"""Dense ``(x [B, N, C], mask [B, N], attn_bias [B, H, N, N])`` of a batch; the bias is a
     fixed per-head embedding of the real shortest-path distances, a leaf that requires grad (as the
     output of Graphormer's spatial encoding does)."""
@@ -138,10 +140,10 @@ def graphormer_inputs(inp: LayerInput, device: torch.device) -> Tuple[Tensor, Te
     return x, mask, bias
 
 
-def _graphormer_pair(settings: Settings, attn: str, target: float) -> List[Row]:
+def _graphormer_pair(settings: Settings, attn: str, target: float) -> list[Row]:
     from gea_graph.nn import GraphormerLayer
 
-    rows: List[Row] = []
+    rows: list[Row] = []
     for ds in settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         x, mask, bias = graphormer_inputs(inp, settings.device)
@@ -149,18 +151,18 @@ def _graphormer_pair(settings: Settings, attn: str, target: float) -> List[Row]:
         ref = _seeded(lambda: GraphormerLayer(CHANNELS, HEADS, attn="softmax"), settings.device)
         note = _note(inp, f"dense {tuple(x.shape[:2])}")
         rows += layer_rows(f"Graphormer {attn} vs softmax [{ds}]", ours,
-                           lambda: ours(x, mask, bias), ref, lambda: ref(x, mask, bias),
+                           partial(ours, x, mask, bias), ref, partial(ref, x, mask, bias),
                            Target("<=", target), settings, note)
         bias.grad = None
     return rows
 
 
-def graphormer_rows(settings: Settings) -> List[Row]:
+def graphormer_rows(settings: Settings) -> list[Row]:
     """Graphormer layer with GFSA (≤ 1.10) and with p-Laplacian attention (≤ 1.5) vs softmax."""
     return _graphormer_pair(settings, "gfsa", 1.10) + _graphormer_pair(settings, "plaplacian", 1.5)
 
 
-def _slope(sizes: Tuple[int, ...], values: List[float]) -> float:
+def _slope(sizes: tuple[int, ...], values: list[float]) -> float:
     # Least-squares slope of log(value) against log(N): 1 = linear growth, 2 = quadratic.
     lx = [math.log(n) for n in sizes]
     ly = [math.log(max(v, 1e-12)) for v in values]
@@ -169,15 +171,15 @@ def _slope(sizes: Tuple[int, ...], values: List[float]) -> float:
             / sum((a - mx) ** 2 for a in lx))
 
 
-def agf_scaling_rows(settings: Settings) -> List[Row]:
+def agf_scaling_rows(settings: Settings) -> list[Row]:
     r"""``AGFAttention`` vs ``MultiheadAttention`` on one graph of N nodes (``settings.agf_sizes``;
     256, 1024, 4096 in the suite): time and memory per N (AGF must be faster from the second size,
     1024, on), and the log-log growth slopes of both (AGF's must be linear: slope ≤ 1.2)."""
     from gea_graph.nn.attention import AGFAttention, MultiheadAttention
 
-    rows: List[Row] = []
-    times: List[Tuple[float, float]] = []
-    mems: List[Tuple[float, float]] = []
+    rows: list[Row] = []
+    times: list[tuple[float, float]] = []
+    mems: list[tuple[float, float]] = []
     sizes = settings.agf_sizes
     for n in sizes:
         gen = torch.Generator().manual_seed(n)
@@ -186,8 +188,8 @@ def agf_scaling_rows(settings: Settings) -> List[Row]:
         ours = _seeded(lambda: AGFAttention(CHANNELS, HEADS), settings.device)
         ref = _seeded(lambda: MultiheadAttention(CHANNELS, HEADS), settings.device)
         target = Target("<=", 1.0) if n > sizes[0] else None
-        t_row, m_row = layer_rows(f"AGF vs softmax attention, N={n}", ours, lambda: ours(x, mask),
-                                  ref, lambda: ref(x, mask), target, settings,
+        t_row, m_row = layer_rows(f"AGF vs softmax attention, N={n}", ours, partial(ours, x, mask),
+                                  ref, partial(ref, x, mask), target, settings,
                                   "one random graph" + (", must be faster" if target else ""))
         rows += [t_row, m_row]
         times.append((t_row.ours, t_row.reference))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
-from typing import List
+from functools import partial
 
 import networkx as nx
 import torch
@@ -21,7 +20,11 @@ from gea_graph.bench.perf_data import ZINC_PE, build_zinc, real_graphs
 RWPE_STEPS = 20
 
 
-def shortest_path_rows(settings: Settings) -> List[Row]:
+def _nx_lengths(graph: nx.Graph) -> dict:
+    return dict(nx.all_pairs_shortest_path_length(graph))
+
+
+def shortest_path_rows(settings: Settings) -> list[Row]:
     r"""Our ``ShortestPathDistance`` transform vs :func:`networkx.all_pairs_shortest_path_length`
     on Peptides-func graphs (ms per graph; each side repeated ``3`` times (quick) or ``5``,
     alternating per graph; median of the passes). Ours starts from the PyG ``Data`` and produces
@@ -40,14 +43,14 @@ def shortest_path_rows(settings: Settings) -> List[Row]:
     passes = 3 if settings.quick else 5
     cpu = torch.device("cpu")
     transform(plain[0].clone())  # warm-up (imports, first-call caches)
-    totals_ours: List[float] = []
-    totals_ref: List[float] = []
+    totals_ours: list[float] = []
+    totals_ref: list[float] = []
     for _ in range(passes):
         t_ours = t_ref = 0.0
         for g, G in zip(plain, nx_graphs):
             data = g.clone()
-            t_ours += timed(lambda: transform(data), cpu)
-            t_ref += timed(lambda: dict(nx.all_pairs_shortest_path_length(G)), cpu)
+            t_ours += timed(partial(transform, data), cpu)
+            t_ref += timed(partial(_nx_lengths, G), cpu)
         totals_ours.append(t_ours)
         totals_ref.append(t_ref)
     n = len(plain)
@@ -56,7 +59,7 @@ def shortest_path_rows(settings: Settings) -> List[Row]:
                 "; ".join(filter(None, [f"{n} graphs", note])))]
 
 
-def dataset_build_rows(settings: Settings) -> List[Row]:
+def dataset_build_rows(settings: Settings) -> list[Row]:
     r"""Seconds to build ZINC (all 12k graphs, from the raw mirror files: featurisation, LapPE-8,
     RWPE-20, caching) into a fresh temporary root; absolute target ≤ 30 s. The build becomes the
     suite's ZINC (see :mod:`gea_graph.bench.perf_data`)."""
@@ -75,7 +78,7 @@ class GPSExample(Module):
     add-pooling and an MLP ``64 → 32 → 16 → 1``. Categorical features of any number of columns
     are embedded by a sum of per-column embeddings (ZINC here carries OGB atom/bond features)."""
 
-    def __init__(self, atom_dims: List[int], bond_dims: List[int], channels: int = 64,
+    def __init__(self, atom_dims: list[int], bond_dims: list[int], channels: int = 64,
                  pe_dim: int = 8, walk_length: int = RWPE_STEPS, num_layers: int = 10) -> None:
         super().__init__()
         self.atom = ModuleList(Embedding(d, channels - pe_dim) for d in atom_dims)
@@ -102,7 +105,7 @@ class GPSExample(Module):
         return self.head(global_add_pool(h, batch))
 
 
-def throughput_rows(settings: Settings) -> List[Row]:
+def throughput_rows(settings: Settings) -> list[Row]:
     r"""Training throughput (graphs/s: forward, backward and optimiser step, data loading included,
     over ``train_steps`` steps after 3 warm-up steps) of the ZINC GEAET recipe vs
     :class:`GPSExample`, on the same ZINC training loader (the suite's ZINC build, batch size of the

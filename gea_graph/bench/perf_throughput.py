@@ -5,7 +5,7 @@ by the recipe's own ZINC training loader over the suite's ZINC build."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, Tuple
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -66,13 +66,13 @@ class StepTimer:
         return self.graphs / self.seconds if self.seconds > 0 else float("nan")
 
 
-def recipe_trainer(device: torch.device) -> Tuple[StepTimer, DataLoader, str]:
+def recipe_trainer(device: torch.device) -> tuple[StepTimer, DataLoader, str]:
     r"""The ZINC GEAET recipe's model and optimiser on its training loader; returns the trainer,
     the loader (shared with the reference) and a note (recipe, batch size, parameter counts)."""
+    from gea_graph.bench.perf_data import ZINC_PE, zinc
     from gea_graph.models import build_model, count_parameters
     from gea_graph.train.data import load_datasets, make_loader
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
-    from gea_graph.bench.perf_data import ZINC_PE, zinc
     from gea_graph.train.recipe import load_recipe
 
     # The recipe's data section, pointed at the suite's ZINC build (its PEs are a superset of the

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 
-def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Registers ``perf`` and sets ``func``."""
     p = subparsers.add_parser(
         "perf", help="run the performance suite (ours vs references, ratios)",
