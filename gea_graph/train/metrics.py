@@ -61,14 +61,30 @@ class MeanReciprocalRank(Metric):
         return (self.total / self.count.clamp(min=1)).float()
 
 
+#: loss names a recipe may give as ``trainer.loss``
+LOSSES = ("l1", "mse", "ce", "wce", "bce", "rank")
+
+
+def class_balanced_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
+    r"""Cross-entropy with per-batch class weights :math:`w_c = (M - m_c) / M` for the classes present
+    (:math:`m_c` targets of class :math:`c` among :math:`M`), 0 for absent ones: rare classes weigh more. This is the
+    ``weighted_cross_entropy`` of the LRGB / GraphGPS / GEAET configs for PascalVOC-SP and COCO-SP, where the
+    background class dominates."""
+    counts = torch.bincount(target, minlength=logits.size(-1)).to(logits.dtype)
+    weight = (target.numel() - counts) / max(target.numel(), 1) * (counts > 0)
+    if not bool(weight.any()):  # a single class in the batch: every weight is 0, fall back to plain CE
+        return F.cross_entropy(logits, target)
+    return F.cross_entropy(logits, target, weight=weight)
+
+
 def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> tuple[str, str]:
     r"""The loss and metric names of a task (``auto`` picks the task's default)."""
     loss = _AUTO_LOSS[cfg.task] if loss == "auto" else loss
     metric = _AUTO_METRIC[cfg.task] if metric == "auto" else metric
     if metric not in HIGHER_IS_BETTER:
         raise ValueError(f"trainer.metric: {metric!r} is not one of auto, {', '.join(HIGHER_IS_BETTER)}")
-    if loss not in ("l1", "mse", "ce", "bce", "rank"):
-        raise ValueError(f"trainer.loss: {loss!r} is not one of auto, l1, mse, ce, bce")
+    if loss not in LOSSES:
+        raise ValueError(f"trainer.loss: {loss!r} is not one of auto, {', '.join(LOSSES)}")
     return loss, metric
 
 
@@ -108,6 +124,8 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
         return F.mse_loss
     if name == "bce":
         return lambda p, y: F.binary_cross_entropy_with_logits(p, y.to(p.dtype))
+    if name == "wce":
+        return class_balanced_cross_entropy
     return F.cross_entropy  # "ce" and "rank" (a softmax over the candidates)
 
 

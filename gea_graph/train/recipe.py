@@ -122,7 +122,8 @@ class TrainerConfig:
         max_time: Wall-clock cap of a run in minutes (``None``: none).
         num_workers: Data-loader workers.
         loss: ``"auto"`` (by task: L1 for regression, cross-entropy for classes, BCE for multi-label, a softmax over
-            candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"bce"``.
+            candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"wce"`` (class-balanced cross-entropy,
+            LRGB's VOC/COCO setting), ``"bce"``.
         metric: ``"auto"`` (by task: MAE, accuracy, AP, macro-F1 for node classification, MRR) or one of
             ``"mae"``, ``"accuracy"``, ``"ap"``, ``"f1"``, ``"mrr"``.
         log_every_n_steps: Lightning's logging interval.

@@ -152,3 +152,20 @@ def test_user_molecule_csv_recipe_needs_no_code(tmp_path):
     result = fit(recipe_from_dict(raw, name="mols"), tmp_path / "run", progress=False, verbose=False,
                  accelerator="cpu", devices=1)
     assert result["dataset"] == "mols" and result["metric"] == "mae" and result["epochs"] == 1
+
+
+def test_class_balanced_cross_entropy_weights_rare_classes():
+    import torch.nn.functional as F
+
+    from gea_graph.train.metrics import class_balanced_cross_entropy
+
+    logits = torch.randn(6, 4, dtype=torch.float64)
+    target = torch.tensor([0, 0, 0, 0, 2, 2])
+    # by hand: M = 6, m_0 = 4, m_2 = 2 -> w_0 = 2/6, w_2 = 4/6, absent classes 0
+    weight = torch.tensor([2 / 6, 0.0, 4 / 6, 0.0], dtype=torch.float64)
+    nll = -F.log_softmax(logits, dim=-1)[torch.arange(6), target]
+    expected = (weight[target] * nll).sum() / weight[target].sum()
+    torch.testing.assert_close(class_balanced_cross_entropy(logits, target), expected)
+    # one class only: plain cross-entropy, not 0/0
+    same = torch.zeros(6, dtype=torch.long)
+    torch.testing.assert_close(class_balanced_cross_entropy(logits, same), F.cross_entropy(logits, same))
