@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gea_graph.data import DATASETS
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
 from gea_graph.train.run import METRICS_FILE, read_metrics, read_result
 
@@ -142,6 +143,9 @@ def markdown(runs: Sequence[BenchRun]) -> str:
             epochs = sorted({r["epochs"] for r in res})
             lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
                          f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {published} |")
+        info = DATASETS.get(dataset)
+        if info is not None and info.caveat:
+            lines += ["", f"Note: {info.caveat}"]
         lines.append("")
     if not by_dataset:
         lines.append("No complete runs.")

@@ -63,3 +63,16 @@ def test_suite_lists_every_model_and_depth():
     assert len(suite) == 30 and "geaet-tree-r7" in suite and "gatedgcn-tree-r2" in suite
     for name in suite:
         assert runner.resolve_recipe(name).is_file()
+
+
+def test_markdown_states_how_our_zinc_differs_from_the_papers(tmp_path):
+    recipe = tmp_path / "gcn-zinc.yaml"
+    recipe.write_text(yaml.safe_dump(FAKE))
+    (run,) = runner.plan([str(recipe)], [0], tmp_path)
+    run.run_dir.mkdir(parents=True)
+    (run.run_dir / "result.json").write_text(json.dumps({
+        "recipe": "gcn-zinc", "dataset": "zinc", "seed": 0, "params": 10, "metric": "mae",
+        "higher_is_better": False, "epochs": 3, "best_epoch": 1, "val": 0.2, "test": 0.2,
+        "train_time_s": 1.0, "peak_memory_mb": 1.0}))
+    md = runner.markdown([run])
+    assert "28 atom types" in md and "not a like-for-like comparison" in md
