@@ -145,6 +145,71 @@ def test_spd_matches_networkx_and_paths_are_shortest():
                 assert cur == t
 
 
+def _check_spd(data, max_distance, max_path):
+    """Distances against networkx, paths: valid edges, each step one hop closer, -1 padding."""
+    n = int(data.num_nodes)
+    d = ShortestPathDistance(max_distance, max_path)(data.clone())
+    assert d.spd_index.dtype == d.spd.dtype == d.spd_path.dtype == torch.long
+    assert d.spd_index.shape == (2, n * n) and d.spd.shape == (n * n,)
+    assert d.spd_path.shape == (n * n, max_path) and d.spd_path.is_contiguous()
+    ii, jj = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    assert torch.equal(d.spd_index, torch.stack([ii.flatten(), jj.flatten()]))
+    ei = data.edge_index.t().tolist() if data.edge_index is not None else []
+    nxg = nx.Graph()
+    nxg.add_nodes_from(range(n))
+    nxg.add_edges_from(ei)
+    lengths = dict(nx.all_pairs_shortest_path_length(nxg))
+    true = np.full((n, n), -1)
+    for s, row in lengths.items():
+        for t, length in row.items():
+            true[s, t] = length
+    want = np.where(true < 0, max_distance + 1, np.minimum(true, max_distance))
+    np.testing.assert_array_equal(d.spd.view(n, n).numpy(), want)
+    paths = d.spd_path.view(n, n, max_path).numpy()
+    for s in range(n):
+        for t in range(n):
+            steps = 0 if true[s, t] < 0 else min(true[s, t], max_path)
+            assert (paths[s, t, steps:] == -1).all()
+            cur = s
+            for e in paths[s, t, :steps]:  # consecutive edges, each one hop closer to t
+                a, b = ei[e]
+                assert cur in (a, b)
+                nxt = b if a == cur else a
+                assert true[nxt, t] == true[cur, t] - 1
+                cur = nxt
+
+
+def test_spd_edge_cases_against_networkx():
+    rng = np.random.default_rng(5)
+    cases = [
+        Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1),  # single node
+        Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=4),  # no edges
+        Data(edge_index=None, num_nodes=2),
+        # self-loops, duplicates, one direction only, an isolated node
+        Data(edge_index=torch.tensor([[0, 0, 1, 1, 2, 3], [0, 1, 2, 2, 1, 4]]), num_nodes=6),
+    ]
+    for _ in range(6):  # sparse random multigraphs, often disconnected
+        n = int(rng.integers(2, 30))
+        cases.append(Data(edge_index=torch.from_numpy(rng.integers(0, n, (2, int(n * 0.8)))),
+                          num_nodes=n))
+    for data in cases:
+        for max_distance, max_path in [(3, 4), (20, 5), (1, 0)]:
+            _check_spd(data, max_distance, max_path)
+
+
+def test_spd_long_paths_past_the_byte_range():
+    # A path of 300 nodes plus a separate edge: distances up to 299 need 16-bit digits. Edge i
+    # is (i, i + 1), its reverse is 300 + i.
+    n = 302
+    ei = torch.tensor([[i, i + 1] for i in range(299)] + [[300, 301]]).t()
+    data = Data(edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=n)
+    d = ShortestPathDistance(max_distance=280, max_path=3)(data)
+    spd = d.spd.view(n, n)
+    assert spd[0, 299] == 280 and spd[10, 265] == 255 and spd[0, 300] == 281 and spd[300, 301] == 1
+    assert d.spd_path.view(n, n, 3)[5, 200].tolist() == [5, 6, 7]
+    assert d.spd_path.view(n, n, 3)[200, 5].tolist() == [300 + 199, 300 + 198, 300 + 197]
+
+
 def test_spd_uses_reverse_edge_ids_on_directed_trees():
     d = ShortestPathDistance(5, 2)(Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3))
     pair = 1 * 3 + 2  # 1 -> 0 -> 2
