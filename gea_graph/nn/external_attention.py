@@ -1,6 +1,7 @@
 r"""Graph external attention (GEA) of GEAET."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -11,6 +12,60 @@ NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_LOG2E = 1.4426950408889634
+
+
+def _group_sum(t: Tensor, index: Tensor | None, num_groups: int) -> Tensor:
+    # Sum of the rows of t per group ([num_groups, ...]); index None: one group ([1, ...]).
+    if index is None:
+        return t.sum(dim=0, keepdim=True)
+    return t.new_zeros((num_groups, ) + tuple(t.shape[1:])).index_add_(0, index, t)
+
+
+def _per_row(t: Tensor, index: Tensor | None) -> Tensor:
+    # A per-group tensor taken back to the rows (index None: broadcasts as it is).
+    return t if index is None else t.index_select(0, index)
+
+
+def _sums_in_range(inv_total: Tensor, index: Tensor | None, num_groups: int) -> bool:
+    # Whether every non-empty group's exp-sum lies in [sqrt(tiny), 1 / sqrt(tiny)], given its
+    # reciprocal; one host sync (free on CPU), a second one only if some group is out of range.
+    bound = torch.finfo(inv_total.dtype).tiny ** 0.5
+    lo, hi = torch.aminmax(inv_total)
+    if bound <= lo.item() and hi.item() <= 1.0 / bound:
+        return True
+    if index is None:
+        return False
+    ok = (inv_total >= bound) & (inv_total <= 1.0 / bound)
+    empty = torch.bincount(index, minlength=num_groups) == 0  # their sums are 0 and unused
+    return bool((ok | empty.view((-1, ) + (1, ) * (ok.dim() - 1))).all())
+
+
+def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
+                  base2: bool = False) -> Tensor:
+    r"""Softmax of ``logits`` ``[M, ...]`` (:math:`M > 0`) over dim 0 within each group of ``index``
+    (:obj:`None`: all rows form one group); ``base2`` uses :math:`2^x` instead of :math:`e^x`.
+
+    The softmax of a group does not depend on a shift of its logits, so no shift is applied:
+    the exponentials are taken as they are and normalised per group (no maximum, no gather of
+    it). This is the result of the max-shifted softmax whenever every non-empty group's sum lies in
+    :math:`[\sqrt{\text{tiny}}, 1/\sqrt{\text{tiny}}]` (:math:`[2^{-63}, 2^{63}]` in float32:
+    logits within about :math:`\pm 63` in base 2), which one host sync checks. Exact fallback
+    otherwise (large or very negative logits): the per-group maximum is subtracted first, as in
+    :func:`torch_geometric.utils.softmax`."""
+    exp = torch.exp2 if base2 else torch.exp
+    e = exp(logits)
+    inv_total = _group_sum(e, index, num_groups).reciprocal_()
+    if not _sums_in_range(inv_total, index, num_groups):
+        if index is None:
+            shift = logits.amax(dim=0, keepdim=True)
+        else:
+            expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
+            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+                0, expanded, logits, "amax", include_self=False)
+        e = exp(logits - _per_row(shift, index))
+        inv_total = _group_sum(e, index, num_groups).reciprocal_()
+    return e.mul_(_per_row(inv_total, index))
 
 
 class _GroupSoftmax(torch.autograd.Function):
@@ -23,17 +78,8 @@ class _GroupSoftmax(torch.autograd.Function):
         if logits.size(0) == 0:
             index = None
             p = logits.clone()
-        elif index is None:
-            p = (logits - logits.amax(dim=0, keepdim=True)).exp_()
-            p = p.mul_(p.sum(dim=0, keepdim=True).reciprocal_())
         else:
-            size = (num_groups, ) + tuple(logits.shape[1:])
-            expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
-            shift = logits.new_zeros(size).scatter_reduce_(0, expanded, logits, "amax",
-                                                           include_self=False)
-            p = (logits - shift.index_select(0, index)).exp_()
-            total = logits.new_zeros(size).index_add_(0, index, p)
-            p = p.mul_(total.reciprocal_().index_select(0, index))
+            p = _softmax_rows(logits, index, num_groups)
         ctx.save_for_backward(p, index)
         ctx.num_groups = num_groups
         return p
@@ -42,11 +88,8 @@ class _GroupSoftmax(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None]:
         p, index = ctx.saved_tensors
         s = grad * p
-        if index is None:
-            return s.sub_(p * s.sum(dim=0, keepdim=True)), None, None
-        size = (ctx.num_groups, ) + tuple(p.shape[1:])
-        total = p.new_zeros(size).index_add_(0, index, s).index_select(0, index)
-        return s.sub_(total.mul_(p)), None, None
+        total = _per_row(_group_sum(s, index, ctx.num_groups), index)
+        return s.sub_(p * total), None, None
 
 
 def group_softmax(logits: Tensor, index: Tensor | None = None,
@@ -55,9 +98,10 @@ def group_softmax(logits: Tensor, index: Tensor | None = None,
     = one graph; :obj:`None` = all rows form one group), computed in at least float32 and
     returned in the input dtype.
 
-    The computation of :func:`torch_geometric.utils.softmax` (per-group max shift, ``exp``,
-    per-group sum; no Python loop over graphs) with a hand-written backward. A group's result
-    depends only on its own rows.
+    The result of :func:`torch_geometric.utils.softmax` (``exp``, per-group sum; no Python loop
+    over graphs; the per-group max shift only where the sums would leave the float range, see
+    :func:`_softmax_rows`) with a hand-written backward. A group's result depends only on its own
+    rows.
     """
     dtype = logits.dtype
     if dtype in _LOW_PRECISION:
@@ -68,75 +112,70 @@ def group_softmax(logits: Tensor, index: Tensor | None = None,
 
 
 class _ExternalUnits(torch.autograd.Function):
-    r"""Eq. 3 and the value unit in one autograd node, for logits in base 2 (``a' = a log2 e``):
+    r"""The key unit, Eq. 3 and the value unit in one autograd node. For the head-split input
+    :math:`\mathbf{X}` (rows = node-head pairs):
 
     .. math::
-        p = \mathrm{softmax}_{\text{group}}(a) = \frac{2^{a' - m}}{\sum 2^{a' - m}}, \quad
-        q = p\,[\mathbf{W}_v^{\top} \,|\, \mathbf{1}], \quad
-        r = \epsilon + q_{:, d_h}, \quad o = q_{:, :d_h} / r, \quad
-        \mathrm{out} = o + \mathbf{b}_v
+        a = \mathbf{X}\mathbf{W}_k^{\top}, \quad
+        p = \mathrm{softmax}_{\text{group}}(a), \quad
+        \rho = \epsilon + \textstyle\sum_s p_s, \quad \alpha = p / \rho, \quad
+        \mathrm{out} = \alpha\mathbf{W}_v^{\top} + \mathbf{b}_v
 
-    i.e. :math:`(p / r)\mathbf{W}_v^{\top} + \mathbf{b}_v` with the L1 sum :math:`r` as an extra
-    output column of the same product. Backward, for the incoming gradient :math:`G`:
-    :math:`G_q = G / r`, :math:`G_p = \ln 2\,(G_q \mathbf{W}_v - \langle G_q, o \rangle)`,
-    :math:`G_{a'} = p \odot (G_p - \sum_{\text{group}} G_p \odot p)`,
-    :math:`G_{\mathbf{W}_v} = G_q^{\top} p`, :math:`G_{\mathbf{b}_v} = \sum G`.
-    Also returns ``p`` and ``1 / r`` (not differentiable) for the attention maps.
+    with :math:`\log_2 e` folded into the key product (``exp2`` is cheaper than ``exp``). The key
+    bias :math:`\mathbf{b}_k` is constant over the rows of each column, so the softmax over rows
+    cancels it exactly: it is left out of the product, and its gradient :math:`\sum G_a` is zero
+    up to rounding. Saved: :math:`p`, :math:`\alpha` and the inputs. Backward, for the incoming
+    gradient :math:`G`: :math:`G_\alpha = G\mathbf{W}_v`, and through the L1 step and the softmax
+
+    .. math::
+        s = p \odot G_p = \alpha \odot (G_\alpha - \langle G_\alpha, \alpha \rangle), \qquad
+        G_a = s - p \odot \textstyle\sum_{\text{group}} s,
+
+    then :math:`G_{\mathbf{W}_v} = G^{\top}\alpha`, :math:`G_{\mathbf{b}_v} = \sum G`,
+    :math:`G_{\mathbf{W}_k} = G_a^{\top}\mathbf{X}`, :math:`G_{\mathbf{b}_k} = \sum G_a`,
+    :math:`G_{\mathbf{X}} = G_a \mathbf{W}_k`. Also returns :math:`\alpha` (not differentiable)
+    for the attention maps.
     """
 
     @staticmethod
-    def forward(ctx: Any, logits2: Tensor, index: Tensor | None, num_groups: int,
-                weight: Tensor, bias: Tensor | None, eps: float
-                ) -> tuple[Tensor, Tensor, Tensor]:
-        M, H, S = logits2.shape
-        dh = weight.size(0)
+    def forward(ctx: Any, h: Tensor, index: Tensor | None, num_groups: int, w_k: Tensor,
+                b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None, eps: float
+                ) -> tuple[Tensor, Tensor]:
+        M, H, dh = h.shape
+        S = w_k.size(0)
+        x = h.reshape(M * H, dh)
+        logits = torch.mm(x, (w_k * _LOG2E).t())  # base-2 logits, [M H, S]
         if M == 0:
             index = None
-            p = logits2.clone()
-        elif index is None:
-            p = (logits2 - logits2.amax(dim=0, keepdim=True)).exp2_()
-            p = p.mul_(p.sum(dim=0, keepdim=True).reciprocal_())
+            p = logits
         else:
-            expanded = index.view(-1, 1, 1).expand_as(logits2)
-            shift = logits2.new_zeros(num_groups, H, S).scatter_reduce_(
-                0, expanded, logits2, "amax", include_self=False)
-            p = (logits2 - shift.index_select(0, index)).exp2_()
-            total = logits2.new_zeros(num_groups, H, S).index_add_(0, index, p)
-            p = p.mul_(total.reciprocal_().index_select(0, index))
-        p2 = p.view(M * H, S)
-        q = p2 @ torch.cat([weight, weight.new_ones(1, S)], dim=0).t()  # [MH, dh + 1]
-        rinv = (q[:, dh] + eps).reciprocal_()
-        o = q[:, :dh] * rinv.unsqueeze(1)
-        out = o + bias if bias is not None else o.clone()
-        ctx.save_for_backward(p2, o, rinv, weight, index)
+            p = _softmax_rows(logits.view(M, H, S), index, num_groups, base2=True).view(M * H, S)
+        ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
+        alpha = p / torch.mm(p, ones).add_(eps)  # L1 step; p is kept for backward
+        out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
+        ctx.save_for_backward(x, w_k, w_v, p, alpha, ones, index)
         ctx.num_groups = num_groups
-        ctx.has_bias = bias is not None
-        ctx.mark_non_differentiable(p, rinv)
-        return out.view(M, H, dh), p, rinv.view(M, H, 1)
+        ctx.has_bias = (b_k is not None, b_v is not None)
+        ctx.mark_non_differentiable(alpha)
+        return out.view(M, H, dh), alpha.view(M, H, S)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor, _gp: Any, _gr: Any) -> tuple[Any, ...]:
-        p2, o, rinv, weight, index = ctx.saved_tensors
-        M_H, S = p2.shape
-        dh = weight.size(0)
-        g = grad.reshape(M_H, dh)
-        gq = g * rinv.unsqueeze(1)
-        c = (gq * o).sum(dim=1, keepdim=True)  # <G_q, o> per row
-        # G_p = ln2 (G_q W - c): the ln 2 of d 2^x / dx, folded into the product
-        gp = torch.addmm(c.expand(M_H, S), gq, weight, beta=-_LN2, alpha=_LN2)
-        grad_weight = gq.t() @ p2
-        grad_bias = g.sum(dim=0) if ctx.has_bias else None
-        s = gp.mul_(p2).view(-1, *grad.shape[1:2], S)
-        if index is None:
-            ga = s - p2.view_as(s) * s.sum(dim=0, keepdim=True)
-        else:
-            total = s.new_zeros(ctx.num_groups, s.size(1), S).index_add_(0, index, s)
-            ga = s.sub_(total.index_select(0, index).mul_(p2.view_as(s)))
-        return ga, None, None, grad_weight, grad_bias, None
-
-
-_LN2 = 0.6931471805599453
-_LOG2E = 1.4426950408889634
+    def backward(ctx: Any, grad: Tensor, _ga: Any) -> tuple[Any, ...]:
+        x, w_k, w_v, p, alpha, ones, index = ctx.saved_tensors
+        M, H, dh = grad.shape
+        S = alpha.size(1)
+        # contiguous: a broadcast gradient (e.g. of a sum) is materialised once, not in each mm
+        g = grad.reshape(M * H, dh).contiguous()
+        grad_w_v = g.t() @ alpha
+        grad_b_v = g.sum(dim=0) if ctx.has_bias[1] else None
+        s = (g @ w_v).mul_(alpha)  # alpha * G_alpha
+        s.addcmul_(alpha, torch.mm(s, ones), value=-1.0)
+        total = _per_row(_group_sum(s.view(M, H, S), index, ctx.num_groups), index)
+        ga = s.view(M, H, S).addcmul_(total, p.view(M, H, S), value=-1.0).view(M * H, S)
+        grad_w_k = ga.t() @ x
+        grad_b_k = ga.sum(dim=0) if ctx.has_bias[0] else None
+        grad_h = (ga @ w_k).view(M, H, dh) if ctx.needs_input_grad[0] else None
+        return grad_h, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None
 
 
 def double_normalize(logits: Tensor, index: Tensor | None = None,
@@ -211,11 +250,12 @@ class ExternalAttention(Module):
     * :math:`\epsilon` (:obj:`eps`, default :math:`10^{-9}` as in Guo et al.'s code; the paper and
       GEAET code have none) keeps the L1 step finite; the softmax always runs in at least
       float32 (a softmax over thousands of nodes underflows in bfloat16/float16).
-    * Implementation: the L1 step is folded into the value unit,
-      :math:`(\hat{\alpha}/r)\mathbf{U}_{nv}^{\top} = (\hat{\alpha}\mathbf{U}_{nv}^{\top})/r` with
-      :math:`r = \epsilon + \sum_s \hat{\alpha}_s` computed as an extra output column of the same
-      matrix product, and the per-graph softmax has a hand-written backward; the normalised map
-      :math:`\alpha` is only formed when it is asked for.
+    * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
+      backward (float32 at least, autocast off inside). The key bias :math:`\mathbf{b}_{nk}` is
+      constant within each softmax column and cancels (kept as a parameter, as in the paper's
+      counts). The per-graph softmax takes the exponentials unshifted and checks that every
+      graph's sums are in range, with an exact per-graph max-shift fallback (see
+      :func:`_softmax_rows`).
 
     Attention maps: set :obj:`store_attention=True` (constructor or attribute) and read
     :attr:`attention` (:math:`[N, H, S]`, detached, rows sum to 1 over the units) and
@@ -320,20 +360,23 @@ class ExternalAttention(Module):
             h = h.view(M, dh, self.heads).transpose(1, 2)
         else:
             h = h.view(M, self.heads, dh)
-        # Fold log2(e) into the key unit so that the softmax can use exp2 (cheaper than exp).
-        w_k = key.weight * _LOG2E
-        b_k = key.bias * _LOG2E if key.bias is not None else None
-        logits2 = torch.nn.functional.linear(h, w_k, b_k)  # [M, H, S]
-        dtype = logits2.dtype
-        compute = torch.float32 if dtype in _LOW_PRECISION else dtype
+        # The whole node runs in at least float32 with autocast off (a softmax over thousands of
+        # nodes underflows in bfloat16); the output takes the dtype the key unit would have had.
+        device = h.device.type
+        dtype = h.dtype
+        autocast = torch.is_autocast_enabled(device)
+        if autocast and dtype != torch.float64:
+            dtype = torch.get_autocast_dtype(device)
+        compute = torch.float32 if h.dtype in _LOW_PRECISION else h.dtype
         if index is not None and num_groups is None:
             num_groups = int(index.max()) + 1 if index.numel() > 0 else 0
-        with torch.autocast(h.device.type, enabled=False):
-            b_v = value.bias.to(compute) if value.bias is not None else None
-            out, p, rinv = _ExternalUnits.apply(logits2.to(compute), index, num_groups or 0,
-                                                value.weight.to(compute), b_v, self.eps)
+        args = [h, key.weight, key.bias, value.weight, value.bias]
+        args = [t.to(compute) if t is not None and t.dtype != compute else t for t in args]
+        with torch.autocast(device, enabled=False) if autocast else nullcontext():
+            out, alpha = _ExternalUnits.apply(args[0], index, num_groups or 0, *args[1:],
+                                              self.eps)
         out = out.to(dtype)
-        attn = (p * rinv).to(dtype) if need_attention else None
+        attn = alpha.to(dtype) if need_attention else None
         return out.reshape(M, self.channels), attn
 
     def forward(

@@ -126,11 +126,16 @@ def test_dropout_shares_mask_in_both_products():
 def test_fused_core_gradients():
     from gea_graph.nn.attention.gfsa import _GFSACore
     g = torch.Generator().manual_seed(0)
-    s = torch.randn(3, 4, 4, dtype=torch.float64, generator=g, requires_grad=True)
-    v = torch.randn(3, 4, 2, dtype=torch.float64, generator=g, requires_grad=True)
-    c1 = torch.randn(3, 1, 1, dtype=torch.float64, generator=g, requires_grad=True)
-    c2 = torch.randn(3, 1, 1, dtype=torch.float64, generator=g, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda *a: _GFSACore.apply(*a)[0], (s, v, c1, c2))
+    c0, c1, c2 = (torch.randn(3, dtype=torch.float64, generator=g, requires_grad=True)
+                  for _ in range(3))  # per head: s and v hold 2 graphs x 3 heads
+    q, k, v = (torch.randn(6, 4, 2, dtype=torch.float64, generator=g, requires_grad=True)
+               for _ in range(3))
+    bias = torch.randn(6, 4, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda q, k, b, v, *c: _GFSACore.apply(q, k, b, 0.7, v, *c)[0],
+                                    (q, k, bias, v, c0, c1, c2))
+    assert torch.autograd.gradcheck(
+        lambda q, k, b, v, c1, c2: _GFSACore.apply(q, k, b, 0.7, v, None, c1, c2)[0],
+        (q, k, bias, v, c1, c2))
 
 
 def test_fused_and_plain_paths_agree():

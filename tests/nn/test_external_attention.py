@@ -189,6 +189,28 @@ def test_double_normalize_underflow_is_finite():
     assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
 
 
+def test_double_normalize_far_apart_groups_match_shifted_reference():
+    """Groups whose exponentials would underflow / overflow unshifted take the exact fallback."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 2, 3, generator=g, dtype=torch.float64)
+    index = torch.tensor([0, 0, 1, 1, 1, 2, 2])
+    logits[index == 1] -= 150.0  # exp underflows in float32
+    logits[index == 2] += 120.0  # exp overflows in float32
+    ref = torch.cat([torch.softmax(logits[index == k], dim=0) for k in range(3)])
+    ref = ref / (ref.sum(-1, keepdim=True) + 1e-9)
+    out = double_normalize(logits.float(), index)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-6)
+    # in range: the unshifted path, same result
+    mild = logits.clone()
+    mild[index == 1] += 150.0
+    mild[index == 2] -= 120.0
+    ref = torch.cat([torch.softmax(mild[index == k], dim=0) for k in range(3)])
+    ref = ref / (ref.sum(-1, keepdim=True) + 1e-9)
+    torch.testing.assert_close(double_normalize(mild.float(), index).double(), ref,
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_gradients_reach_every_parameter():
     torch.manual_seed(0)
     m = ExternalAttention(8, heads=2, units=3, edge_units=True, shared_unit=True, out_proj=True)

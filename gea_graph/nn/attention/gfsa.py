@@ -14,39 +14,75 @@ from .multihead import DenseAttentionBase
 _COEFFS = ("w0", "w1", "wK")
 
 
-class _GFSACore(torch.autograd.Function):
-    r"""Fused ``softmax(S)`` -> ``Z = A (c1 V + c2 A V)`` with a hand-written backward.
+def _heads(t: Tensor, heads: int) -> Tensor:
+    # [B*H, ...] -> [B, H, ...] (a view), so that per-head coefficients [1, H, 1, 1] broadcast
+    return t.view(-1, heads, *t.shape[1:])
 
-    Same math as the autograd graph of the plain ops, but (1) the gradient w.r.t. ``A`` comes from
-    one batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, and
-    (2) the value-side products run in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]``
-    rows), which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``."""
+
+def _head_dot(x: Tensor, y: Tensor, heads: int) -> Tensor:
+    # <x, y> summed per head over the batch: [B*H, d, N] x2 -> [H]
+    return (x * y).sum((1, 2)).view(-1, heads).sum(0)
+
+
+class _GFSACore(torch.autograd.Function):
+    r"""Fused ``A = softmax(scale Q K^T + bias)`` -> ``Z = c0 V + A (c1 V + c2 A V)`` with a
+    hand-written backward, for ``Q, K, V`` ``[B H, N, d]``, ``bias`` ``[B H, N, N]`` and per-head
+    coefficients ``c*`` ``[H]``.
+
+    Same math as the autograd graph of the plain ops, but (1) the scores are this node's own
+    tensor, so the softmax and its backward run in place (two fewer ``[B H, N, N]`` buffers) and
+    ``dQ, dK`` come without the autograd nodes of ``baddbmm``; (2) the coefficients are applied per
+    head inside the node and their gradients reduced there (no per-graph ``[B H]`` copies of them,
+    each with its own backward), and the identity term ``c0 V`` is the accumulator of the last
+    batched matmul (``c0 = None``: no identity term); (3) the gradient w.r.t. ``A`` comes from one
+    batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, its
+    operands written into the halves of ``[B H, 2d, N]`` buffers (no concatenation); (4) the
+    value-side products run in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]`` rows),
+    which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``."""
 
     @staticmethod
-    def forward(ctx, s: Tensor, v: Tensor, c1: Tensor, c2: Tensor) -> tuple[Tensor, Tensor]:
-        a = torch.softmax(s, dim=-1)  # [BH, N, N]
+    def forward(ctx, q: Tensor, k: Tensor, bias: Tensor, scale: float, v: Tensor,
+                c0: Tensor | None, c1: Tensor, c2: Tensor) -> tuple[Tensor, Tensor]:
+        BH, N, d = v.shape
+        H = c1.numel()
+        c0, c1, c2 = (c.view(1, H, 1, 1) if c is not None else None for c in (c0, c1, c2))
+        s = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
+        a = torch.softmax(s, dim=-1, out=s)  # [BH, N, N]
         at = a.transpose(1, 2)
-        vt = v.transpose(1, 2)  # [BH, d, N]
+        tv = v.new_empty(BH, 2 * d, N)  # [T^T | V^T], the operand of backward's dA product
+        tt, vt = tv[:, :d], tv[:, d:].copy_(v.transpose(1, 2))  # [BH, d, N] views
         yt = torch.bmm(vt, at)  # (A V)^T
-        tt = torch.addcmul(vt * c1, yt, c2)  # (c1 V + c2 A V)^T
-        zt = torch.bmm(tt, at)
-        ctx.save_for_backward(a, vt, yt, tt, c1, c2)
+        torch.addcmul(_heads(vt, H) * c1, _heads(yt, H), c2, out=_heads(tt, H))  # c1 V + c2 A V
+        zt = torch.bmm(tt, at) if c0 is None else \
+            torch.baddbmm((_heads(vt, H) * c0).view(BH, d, N), tt, at)
+        ctx.save_for_backward(q, k, a, tv, yt, c0, c1, c2)
+        ctx.scale = scale
         ctx.mark_non_differentiable(a)
         return zt.transpose(1, 2), a
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dz: Tensor, _da_unused: Tensor | None):
-        a, vt, yt, tt, c1, c2 = ctx.saved_tensors
-        dzt = dz.transpose(1, 2)
+        q, k, a, tv, yt, c0, c1, c2 = ctx.saved_tensors
+        BH, d2, N = tv.shape
+        d, H = d2 // 2, c1.numel()
+        vt = tv[:, d:]
+        dd = tv.new_empty(BH, d2, N)  # [dZ^T | c2 dT^T]
+        dzt, dyt = dd[:, :d].copy_(dz.transpose(1, 2)), dd[:, d:]
         dtt = torch.bmm(dzt, a)  # (A^T dZ)^T
-        dyt = dtt * c2
-        dvt = torch.baddbmm(dtt * c1, dyt, a)  # (c1 dT + A^T c2 dT)^T
-        da = torch.bmm(torch.cat([dzt, dyt], 1).transpose(1, 2), torch.cat([tt, vt], 1))
-        ds = torch._softmax_backward_data(da, a, -1, a.dtype)
-        dc1 = (dtt * vt).sum((1, 2), keepdim=True) if ctx.needs_input_grad[2] else None
-        dc2 = (dtt * yt).sum((1, 2), keepdim=True) if ctx.needs_input_grad[3] else None
-        return ds, dvt.transpose(1, 2), dc1, dc2
+        torch.mul(_heads(dtt, H), c2, out=_heads(dyt, H))
+        base = _heads(dtt, H) * c1 if c0 is None else \
+            torch.addcmul(_heads(dtt, H) * c1, _heads(dzt, H), c0)
+        dvt = torch.baddbmm(base.view(BH, d, N), dyt, a)  # (c0 dZ + c1 dT + A^T c2 dT)^T
+        da = torch.bmm(dd.transpose(1, 2), tv)
+        ds = torch._softmax_backward_data(da, a, -1, a.dtype, grad_input=da)  # = dbias
+        need = ctx.needs_input_grad
+        dq = torch.bmm(ds, k).mul_(ctx.scale) if need[0] else None
+        dk = torch.bmm(ds.transpose(1, 2), q).mul_(ctx.scale) if need[1] else None
+        dc0 = _head_dot(dzt, vt, H) if need[5] else None
+        dc1 = _head_dot(dtt, vt, H) if need[6] else None
+        dc2 = _head_dot(dtt, yt, H) if need[7] else None
+        return dq, dk, ds, None, dvt.transpose(1, 2), dc0, dc1, dc2
 
 
 class GFSACoefficients(NamedTuple):
@@ -98,9 +134,9 @@ class GFSA(DenseAttentionBase):
     Execution paths (all compute the same function): for :math:`N \geq` ``sdpa_min_nodes`` (96)
     without attention dropout or stored weights, two fused
     :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no :math:`N \times N`
-    tensor); otherwise an explicit softmax followed by a fused autograd function (transposed-layout
-    GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`), or plain ops under autocast or with
-    attention dropout in training.
+    tensor); otherwise one fused autograd function from the scores to :math:`\mathbf{H}\mathbf{V}`
+    (in-place softmax, transposed-layout GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`,
+    hand-written backward), or plain ops under autocast or with attention dropout in training.
 
     For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
     :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
@@ -196,14 +232,13 @@ class GFSA(DenseAttentionBase):
             attn = None
         elif fused:
             # H V = c0 V + A (c1 V + c2 A V): equal to c1 A V + c2 A(A V), never A^2
-            s = torch.baddbmm(bias.reshape(B * H, N, N), q.reshape(B * H, N, D),
-                              k.reshape(B * H, N, D).transpose(1, 2), alpha=self.scale)
-            v3 = v.reshape(B * H, N, D)
-            cc1 = c1.to(v.dtype).view(1, H, 1, 1).expand(B, H, 1, 1).reshape(B * H, 1, 1)
-            cc2 = c2.to(v.dtype).view(1, H, 1, 1).expand(B, H, 1, 1).reshape(B * H, 1, 1)
-            z, attn = _GFSACore.apply(s, v3, cc1, cc2)
-            out = z.view(B, H, N, D)
+            z, attn = _GFSACore.apply(q.reshape(B * H, N, D), k.reshape(B * H, N, D),
+                                      bias.reshape(B * H, N, N), self.scale,
+                                      v.reshape(B * H, N, D),
+                                      c0.to(v.dtype) if self._use_w0 else None,
+                                      c1.to(v.dtype), c2.to(v.dtype))
             attn = attn.view(B, H, N, N)
+            return z.view(B, H, N, D), (attn if need_weights else None)  # c0 V included
         else:
             attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
             # Dropout before the filter; the same dropped matrix serves both products (as the
