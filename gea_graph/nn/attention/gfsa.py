@@ -37,8 +37,9 @@ class _GFSACore(torch.autograd.Function):
     batched matmul (``c0 = None``: no identity term); (3) the gradient w.r.t. ``A`` comes from one
     batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, its
     operands written into the halves of ``[B H, 2d, N]`` buffers (no concatenation); (4) the
-    value-side products run in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]`` rows),
-    which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``."""
+    inner value-side product runs in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]``
+    rows), which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``, while
+    ``Z`` comes out as ``[B H, N, d]`` so that the head merge after it copies whole rows."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, bias: Tensor, scale: float, v: Tensor,
@@ -53,12 +54,13 @@ class _GFSACore(torch.autograd.Function):
         tt, vt = tv[:, :d], tv[:, d:].copy_(v.transpose(1, 2))  # [BH, d, N] views
         yt = torch.bmm(vt, at)  # (A V)^T
         torch.addcmul(_heads(vt, H) * c1, _heads(yt, H), c2, out=_heads(tt, H))  # c1 V + c2 A V
-        zt = torch.bmm(tt, at) if c0 is None else \
-            torch.baddbmm((_heads(vt, H) * c0).view(BH, d, N), tt, at)
+        # Z itself in [BH, N, d] (not Z^T): the head merge after it then copies whole rows
+        z = torch.bmm(a, tt.transpose(1, 2)) if c0 is None else \
+            torch.baddbmm((_heads(v, H) * c0).view(BH, N, d), a, tt.transpose(1, 2))
         ctx.save_for_backward(q, k, a, tv, yt, c0, c1, c2)
         ctx.scale = scale
         ctx.mark_non_differentiable(a)
-        return zt.transpose(1, 2), a
+        return z, a
 
     @staticmethod
     @torch.autograd.function.once_differentiable
