@@ -1,38 +1,15 @@
-import math
 
 import pytest
 import torch
+from attention_reference import dense_batch, naive_attention
 
-from gea_graph.nn.attention import GFSA, MultiheadAttention, attention_resolver, to_dense
-
-
-def _batch(sizes=(3, 5, 1), C=8, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(sum(sizes), C, generator=g, dtype=torch.float64)
-    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
-    return to_dense(x, batch)
+from gea_graph.nn.attention import GFSA, MultiheadAttention, attention_resolver
 
 
 def naive(mod, x, mask, bias=None, filt=None):
     """Per graph and head: out = filt(Abar) V W_O, with Abar from the equations."""
-    B, _, C = x.shape
-    H, D = mod.heads, C // mod.heads
-    out = torch.zeros_like(x)
-    for b in range(B):
-        n = int(mask[b].sum())
-        qkv = x[b, :n] @ mod.qkv.weight.T + mod.qkv.bias
-        q, k, v = qkv[:, :C], qkv[:, C:2 * C], qkv[:, 2 * C:]
-        heads = []
-        for h in range(H):
-            sl = slice(h * D, (h + 1) * D)
-            s = q[:, sl] @ k[:, sl].T / math.sqrt(D)
-            if bias is not None:
-                s = s + bias[b, h, :n, :n]
-            A = torch.softmax(s, -1)
-            Hm = filt(A, h) if filt is not None else A
-            heads.append(Hm @ v[:, sl])
-        out[b, :n] = torch.cat(heads, -1) @ mod.out.weight.T + mod.out.bias
-    return out
+    mix = None if filt is None else (lambda A, v, h: filt(A, h) @ v)
+    return naive_attention(mod, x, mask, bias, mix)
 
 
 def gfsa_filter(mod, explicit_power=False):
@@ -47,7 +24,7 @@ def gfsa_filter(mod, explicit_power=False):
 
 
 def test_init_equals_softmax():
-    x, mask = _batch()
+    x, mask = dense_batch()
     bias = torch.randn(3, 2, 5, 5, dtype=torch.float64)
     gf = GFSA(8, 2).double()
     mha = MultiheadAttention(8, 2).double()
@@ -61,7 +38,7 @@ def test_init_equals_softmax():
 @pytest.mark.parametrize("K", [2, 3, 5, 2.5])
 @pytest.mark.parametrize("learn", [("w0", "w1", "wK"), ("wK",)])
 def test_matches_explicit_square(K, learn):
-    x, mask = _batch(seed=1)
+    x, mask = dense_batch(seed=1)
     bias = torch.randn(3, 2, 5, 5, dtype=torch.float64)
     mod = GFSA(8, 2, K=K, learn=learn).double()
     with torch.no_grad():
@@ -74,7 +51,7 @@ def test_matches_explicit_square(K, learn):
 
 def test_official_form():
     """learn=("wK",): out = (A + wK (A + (K-1)(A^2 - A))) V, the authors' Graphormer code."""
-    x, mask = _batch(seed=2)
+    x, mask = dense_batch(seed=2)
     mod = GFSA(8, 2, K=3, learn="wK").double()
     assert [n for n, _ in mod.named_parameters() if n.startswith("w")] == ["wK"]
     with torch.no_grad():
@@ -114,7 +91,7 @@ def test_filter_response_and_polynomial():
 
 def test_dropout_shares_mask_in_both_products():
     torch.manual_seed(0)
-    x, mask = _batch(seed=3)
+    x, mask = dense_batch(seed=3)
     mod = GFSA(8, 2, dropout=0.5).double().train()
     with torch.no_grad():
         mod.wK.fill_(0.8)
@@ -139,7 +116,7 @@ def test_fused_core_gradients():
 
 
 def test_fused_and_plain_paths_agree():
-    x, mask = _batch(seed=4)
+    x, mask = dense_batch(seed=4)
     mod = GFSA(8, 2, K=3).double()
     with torch.no_grad():
         mod.w0.fill_(0.1)
@@ -158,7 +135,7 @@ def test_fused_and_plain_paths_agree():
 
 
 def test_large_graph_sdpa_path_matches_reference():
-    x, mask = _batch(seed=5)
+    x, mask = dense_batch(seed=5)
     bias = torch.randn(3, 2, 5, 5, dtype=torch.float64)
     mod = GFSA(8, 2, K=3).double()
     with torch.no_grad():
