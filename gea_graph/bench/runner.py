@@ -30,10 +30,6 @@ from gea_graph.train.run import METRICS_FILE, read_metrics, read_result
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
                "train_time_s", "peak_memory_mb", "metric")
 
-TREE_MODELS = ("geaet", "gcn", "gine", "gin", "gatedgcn")
-TREE_DEPTHS = (2, 3, 4, 5, 6, 7)
-SUITES = {"tree-neighbours-match": [f"{m}-tree-r{d}" for m in TREE_MODELS for d in TREE_DEPTHS]}
-
 
 @dataclass
 class BenchRun:

@@ -3,6 +3,7 @@ r"""``gea-graph bench``: run recipes x seeds and write ``results.csv``, ``result
     gea-graph bench --recipes geaet-zinc-quick --seeds 0 --max-time 5
     gea-graph bench --recipes geaet-zinc,gps-zinc --seeds 0,1,2,3 --out runs/zinc
     gea-graph bench --suite tree-neighbours-match --seeds 0 [--depths 2,3,4]
+    gea-graph bench --list-suites
 
 Runs already complete in ``--out`` are skipped, so an interrupted bench continues where it stopped. The tree suite
 also plots test accuracy against depth per model (``tree-neighbours-match.png``, like GEAET's Figure 7).
@@ -25,9 +26,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--recipes", help="comma-separated recipe names or paths")
-    what.add_argument("--suite", choices=["tree-neighbours-match"], help="a predefined sweep")
+    what.add_argument("--suite", metavar="NAME", help="a named suite (see --list-suites)")
+    what.add_argument("--list-suites", action="store_true", help="list the suites with their size and exit")
     parser.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds (default: each recipe's)")
-    parser.add_argument("--depths", type=_ints, default=None, help="tree depths of the suite (default: 2..7)")
+    parser.add_argument("--depths", type=_ints, default=None,
+                        help="tree depths of a depth-sweep suite (default: all of the suite's)")
     parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap of each run, in minutes")
     parser.add_argument("--out", default=None, help="output directory (default: runs/bench or runs/<suite>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -37,12 +40,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.bench.runner import SUITES, TREE_DEPTHS, plot_depth_sweep, run_bench
+    from gea_graph.bench.runner import plot_depth_sweep, run_bench
+    from gea_graph.bench.suites import SUITES, get_suite, list_suites
     from gea_graph.train import RecipeError
 
+    if args.list_suites:
+        print(list_suites(args.seeds))
+        return 0
+    suite = None
+    seeds, max_time, overrides = args.seeds, args.max_time, list(args.overrides)
     if args.suite:
-        depths = set(args.depths or TREE_DEPTHS)
-        recipes = [r for r in SUITES[args.suite] if int(r.rsplit("-r", 1)[1]) in depths]
+        if args.suite not in SUITES:
+            print(f"gea-graph bench: error: unknown suite {args.suite!r}; known: {', '.join(sorted(SUITES))}",
+                  file=sys.stderr)
+            return 2
+        suite = get_suite(args.suite)
+        recipes = list(suite.recipes)
+        if args.depths:
+            recipes = [r for r in recipes if int(r.rsplit("-r", 1)[1]) in set(args.depths)]
+        seeds = seeds if seeds is not None else suite.seeds
+        max_time = max_time if max_time is not None else suite.max_time
+        overrides = [*suite.overrides, *overrides]
         out = Path(args.out or f"runs/{args.suite}")
     else:
         recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
@@ -52,13 +70,13 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None:
         trainer_args += ["--threads", str(args.threads)]
     try:
-        runs = run_bench(recipes, out, seeds=args.seeds, max_time=args.max_time, overrides=args.overrides,
+        runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
                          trainer_args=trainer_args)
     except RecipeError as err:
         print(f"gea-graph bench: error: {err}", file=sys.stderr)
         return 2
-    if args.suite:
-        plot_depth_sweep(runs, out / f"{args.suite}.png")
+    if suite is not None and suite.plot == "depth":
+        plot_depth_sweep(runs, out / f"{suite.name}.png")
     print(f"wrote {out / 'results.csv'}, {out / 'results.md'}, {out / 'curves.png'}")
     failed = [r for r in runs if r.result is None]
     print((out / "results.md").read_text())

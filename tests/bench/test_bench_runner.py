@@ -3,9 +3,10 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
-from gea_graph.bench import runner
+from gea_graph.bench import runner, suites
 from gea_graph.cli import main
 
 FAKE = {
@@ -59,10 +60,27 @@ def test_markdown_aggregates_seeds_and_depth_plot(tmp_path):
 
 
 def test_suite_lists_every_model_and_depth():
-    suite = runner.SUITES["tree-neighbours-match"]
+    suite = suites.get_suite("tree-neighbours-match").recipes
     assert len(suite) == 30 and "geaet-tree-r7" in suite and "gatedgcn-tree-r2" in suite
     for name in suite:
         assert runner.resolve_recipe(name).is_file()
+
+
+def test_every_suite_resolves_and_lists_its_size():
+    for suite in suites.SUITES.values():
+        runs, epochs = suite.size()
+        assert runs >= len(suite.recipes) and epochs >= runs, suite.name
+    text = suites.list_suites([0])
+    assert "tree-neighbours-match" in text and " 30 " in text
+    with pytest.raises(KeyError, match="known: "):
+        suites.get_suite("nosuch")
+
+
+def test_cli_lists_suites(capsys):
+
+    assert main(["bench", "--list-suites"]) == 0
+    assert "tree-neighbours-match" in capsys.readouterr().out
+    assert main(["bench", "--suite", "nosuch"]) == 2
 
 
 def test_markdown_states_how_our_zinc_differs_from_the_papers(tmp_path):

@@ -1,0 +1,87 @@
+r"""Named benchmark suites: ``gea-graph bench --suite NAME`` and ``gea-graph bench --list-suites``.
+
+A suite is a fixed set of recipes run over seeds with one protocol (epochs from each recipe, or a wall-clock cap per
+run), so a published table or a leaderboard is one command. :data:`SUITES` is the registry; add a suite with
+:func:`register`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gea_graph.train.recipe import load_recipe, resolve_recipe
+
+
+@dataclass(frozen=True)
+class Suite:
+    r"""One benchmark suite.
+
+    Args:
+        name: What ``--suite`` takes.
+        description: One line: which table or leaderboard it reproduces.
+        recipes: Recipe names (files in ``models/``), in table order.
+        seeds: Seeds of every run (``None``: each recipe's own ``trainer.seeds``).
+        max_time: Wall-clock cap of each run in minutes (``None``: the recipe's epochs decide).
+        overrides: ``KEY=VALUE`` overrides applied to every recipe of the suite (before the user's own).
+        plot: Extra plot of the suite: ``"depth"`` (test accuracy against tree depth, GEAET Fig. 7) or ``None``.
+    """
+
+    name: str
+    description: str
+    recipes: tuple[str, ...]
+    seeds: tuple[int, ...] | None = None
+    max_time: float | None = None
+    overrides: tuple[str, ...] = field(default=())
+    plot: str | None = None
+
+    def size(self, seeds: Sequence[int] | None = None) -> tuple[int, int]:
+        r"""``(runs, epochs)``: the number of recipe x seed runs and the epochs they train in total (each recipe's
+        ``trainer.max_epochs`` after the suite's overrides; a time-capped run may stop earlier)."""
+        runs = epochs = 0
+        for spec in self.recipes:
+            recipe = load_recipe(resolve_recipe(spec), self.overrides)
+            n = len(seeds if seeds is not None else self.seeds if self.seeds is not None else recipe.trainer.seeds)
+            runs += n
+            epochs += n * recipe.trainer.max_epochs
+        return runs, epochs
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def register(suite: Suite) -> Suite:
+    r"""Adds ``suite`` to :data:`SUITES` (a name may be registered once)."""
+    if suite.name in SUITES:
+        raise ValueError(f"suite {suite.name!r} is already registered")
+    SUITES[suite.name] = suite
+    return suite
+
+
+def get_suite(name: str) -> Suite:
+    r"""The suite called ``name``; a ``KeyError`` naming the known suites otherwise."""
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise KeyError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}") from None
+
+
+def list_suites(seeds: Sequence[int] | None = None) -> str:
+    r"""The text of ``gea-graph bench --list-suites``: one line per suite with its size."""
+    lines = [f"{'suite':<28} {'runs':>5} {'epochs':>8} {'cap/run':>8}  description"]
+    for suite in SUITES.values():
+        runs, epochs = suite.size(seeds)
+        cap = f"{suite.max_time:g} min" if suite.max_time is not None else "-"
+        lines.append(f"{suite.name:<28} {runs:>5} {epochs:>8} {cap:>8}  {suite.description}")
+    return "\n".join(lines)
+
+
+# -- the suites ------------------------------------------------------------------------------------------------------
+
+TREE_MODELS = ("geaet", "gcn", "gine", "gin", "gatedgcn")
+TREE_DEPTHS = (2, 3, 4, 5, 6, 7)
+
+register(Suite(
+    "tree-neighbours-match",
+    "TreeNeighbourMatch accuracy vs depth, 5 models x r=2..7 (GEAET Fig. 7)",
+    tuple(f"{m}-tree-r{d}" for m in TREE_MODELS for d in TREE_DEPTHS),
+    plot="depth"))
