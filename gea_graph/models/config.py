@@ -40,7 +40,8 @@ class GraphormerConfig:
     Args:
         max_degree: Largest degree bucket of the centrality encoding.
         max_distance: Largest shortest-path distance bucket (must match the data's ``spd:N`` spec).
-        max_hops: Edges of a shortest path read by the edge encoding (``0`` disables the edge encoding).
+        max_hops: Edges of a shortest path read by the edge encoding (``0`` disables the edge encoding); the data
+            must keep at least as many (``spd:N`` keeps ``N``, ``spd:N,paths:P`` keeps ``P``).
         ffn_channels: FFN width (``None``: ``hidden``).
         pre_norm: Pre-LN (Graphormer v1) or post-LN.
         gfsa_k: ``K`` of GFSA when ``attn: gfsa``.

@@ -146,7 +146,9 @@ class EdgeEncoding(Module):
     ``spd_path`` field, graph-local edge ids, ``-1`` padded), with :math:`\mathbf{x}_{e}\in
     \mathbb{R}^H` the edge-feature embedding and :math:`\mathbf{W}^E_n \in \mathbb{R}^{H\times H}`
     a learnable matrix per hop; paths are cut after :math:`L` = :obj:`max_hops` edges
-    (Graphormer's ``multi_hop_max_dist``). Categorical edge features (``num_edge_types`` given):
+    (Graphormer's ``multi_hop_max_dist``). The data must keep at least :math:`L` edges per path
+    (``spd_path`` of width :math:`L' \geq L`, the PE spec ``spd:D`` keeps :math:`D`, ``spd:D,paths:P``
+    keeps :math:`P`); a narrower ``spd_path`` raises :class:`ValueError` naming both values. Categorical edge features (``num_edge_types`` given):
     one embedding per column (a shared table with per-column offsets), averaged over columns, as
     Graphormer does; continuous features: a linear map to :math:`H`. Pairs without a path (the
     diagonal, unreachable pairs) get 0.
@@ -198,8 +200,13 @@ class EdgeEncoding(Module):
     def pair_bias(self, edge_attr: Tensor, spd: Tensor, spd_path: Tensor, pair_graph: Tensor,
                   edge_offsets: Tensor) -> Tensor:
         r"""Per-pair bias ``[P, H]``; ``pair_graph[p]`` is the graph of pair ``p``."""
+        if spd_path.size(1) < self.max_hops:
+            # A shorter path in the data would silently drop hops and break min(SPD, L) below.
+            raise ValueError(f"EdgeEncoding reads up to max_hops={self.max_hops} edges per shortest path, but "
+                             f"the data's 'spd_path' keeps only {spd_path.size(1)} edges; rebuild the data with "
+                             f"the PE spec 'spd:D,paths:{self.max_hops}' (or more paths) or lower max_hops")
         e = self.embed_edges(edge_attr)
-        P, L = spd_path.size(0), min(spd_path.size(1), self.max_hops)
+        P, L = spd_path.size(0), self.max_hops
         if e.size(0) == 0 or L == 0:
             return e.new_zeros(P, self.heads)
         path = spd_path[:, :L]
@@ -207,9 +214,9 @@ class EdgeEncoding(Module):
         gid = (path + edge_offsets[pair_graph].unsqueeze(-1)).masked_fill(~valid, 0)
         hops = e[gid] * valid.unsqueeze(-1).to(e.dtype)  # [P, L, H]
         # sum_n x_{e_n} W_n as one matmul over the (hop, head) axis
-        out = hops.reshape(P, L * self.heads) @ self.hop_weight[:L].reshape(L * self.heads,
-                                                                             self.heads)
-        return out / spd.clamp(1, self.max_hops).unsqueeze(-1).to(out.dtype)
+        out = hops.reshape(P, L * self.heads) @ self.hop_weight.reshape(L * self.heads, self.heads)
+        # min(SPD, L) is the number of path edges read (also past the data's distance cap)
+        return out / valid.sum(1, keepdim=True).clamp_(min=1).to(out.dtype)
 
     def forward(self, edge_attr: Tensor, edge_index: Tensor, spd_index: Tensor, spd: Tensor,
                 spd_path: Tensor, batch: Tensor, batch_size: int | None = None,

@@ -34,11 +34,15 @@ class ShortestPathDistance(BaseTransform):
 
     Args:
         max_distance (int, optional): The distance cap. (default: :obj:`20`)
-        max_path (int, optional): How many edges of each path to keep (Graphormer's
-            ``multi_hop_max_dist``). (default: :obj:`5`)
+        max_path (int, optional): How many edges of each path to keep; must be at least the
+            model's Graphormer ``max_hops`` (``multi_hop_max_dist``), which
+            :class:`~gea_graph.nn.EdgeEncoding` checks. (default: :obj:`None` = ``max_distance``,
+            so that ``spd:20`` serves a model reading up to 20 hops)
     """
 
-    def __init__(self, max_distance: int = 20, max_path: int = 5) -> None:
+    def __init__(self, max_distance: int = 20, max_path: int | None = None) -> None:
+        if max_path is None:
+            max_path = max_distance
         if max_distance < 1 or max_path < 0:
             raise ValueError(f"ShortestPathDistance needs max_distance >= 1 and max_path >= 0, "
                              f"got max_distance={max_distance}, max_path={max_path}")

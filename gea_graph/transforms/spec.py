@@ -23,16 +23,25 @@ def parse_pe(spec: str | None) -> Callable | None:
     """Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
 
     Items are ``KIND:N`` with ``lap`` (:class:`LapPE` with ``k=N``), ``rw`` (:class:`RWPE` with ``walk_length=N``)
-    or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N``), applied in the order given.
+    or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N`` and paths of up to ``N`` edges), applied in the
+    order given. ``paths:P`` right after an ``spd`` item keeps ``P`` edges per path instead (e.g. ``"spd:20,paths:5"``
+    for a Graphormer with ``max_hops: 5``, a quarter of the storage of ``spd:20``).
     """
     if spec is None or not spec.strip():
         return None
     transforms = []
     for item in spec.split(","):
         kind, _, size = item.strip().partition(":")
+        if kind == "paths" and size.isdigit():
+            if not transforms or not isinstance(transforms[-1], ShortestPathDistance):
+                raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: 'paths:P' sets the path length "
+                                 f"of the 'spd:N' item just before it, e.g. 'spd:20,paths:5'")
+            transforms[-1] = ShortestPathDistance(transforms[-1].max_distance, int(size))
+            continue
         if kind not in _KINDS or not size.isdigit():
             raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: expected KIND:N with KIND one of "
-                             f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20'")
+                             f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20' (after 'spd:N' also "
+                             f"'paths:P')")
         transforms.append(_KINDS[kind](int(size)))
     return transforms[0] if len(transforms) == 1 else Compose(transforms)
 

@@ -12,6 +12,7 @@ from gea_graph.nn.graphormer import (
     SpatialEncoding,
     batch_edge_offsets,
 )
+from gea_graph.transforms import ShortestPathDistance, parse_pe
 
 MAXD = 4
 U = MAXD + 1  # unreachable bucket
@@ -23,7 +24,7 @@ def tiny_graph():
     spd = torch.tensor([[0, 1, 2, U], [1, 0, 1, U], [2, 1, 0, U], [U, U, U, 0]])
     paths = {(0, 1): [0], (0, 2): [0, 2], (1, 0): [1], (1, 2): [2], (2, 0): [3, 1], (2, 1): [3]}
     ii, jj = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")
-    spd_path = torch.full((16, 2), -1)
+    spd_path = torch.full((16, 5), -1)  # width 5 = the default max_hops
     for (i, j), p in paths.items():
         spd_path[i * 4 + j, :len(p)] = torch.tensor(p)
     edge_attr = torch.tensor([[1, 0], [1, 0], [2, 1], [2, 1]])
@@ -37,7 +38,7 @@ def triangle():
     ii, jj = torch.meshgrid(torch.arange(3), torch.arange(3), indexing="ij")
     spd = (ii != jj).long().flatten()
     eid = {(0, 1): 0, (1, 0): 1, (1, 2): 2, (2, 1): 3, (2, 0): 4, (0, 2): 5}
-    spd_path = torch.full((9, 2), -1)
+    spd_path = torch.full((9, 5), -1)
     for (i, j), e in eid.items():
         spd_path[i * 3 + j, 0] = e
     return Data(x=torch.randn(3, 6), edge_index=edge_index,
@@ -104,7 +105,7 @@ def test_batch_offsets_and_bias_independent_of_batch():
                                              edge_attr=torch.empty(0, 2, dtype=torch.long),
                                              spd_index=torch.zeros(2, 1, dtype=torch.long),
                                              spd=torch.zeros(1, dtype=torch.long),
-                                             spd_path=torch.full((1, 2), -1), num_nodes=1)])
+                                             spd_path=torch.full((1, 5), -1), num_nodes=1)])
     assert batch_edge_offsets(batch.edge_index, batch.batch, 3).tolist() == [0, 6, 10]
     builder = GraphormerAttnBias(2, max_distance=MAXD, edge_dim=2, num_edge_types=4, max_hops=3)
     full = builder.forward_data(batch)
@@ -209,3 +210,39 @@ def test_end_to_end_pipeline_batch_independent():
     both = model(Batch.from_data_list([a, b]))
     torch.testing.assert_close(both[1], model(Batch.from_data_list([b]))[0])
     torch.testing.assert_close(both[0], model(Batch.from_data_list([a]))[0])
+
+
+def _path_graph(n):
+    """A path 0 - 1 - ... - n-1 with one edge type, run through the data spec ``spd:20``."""
+    src = torch.arange(n - 1)
+    edge_index = torch.cat([torch.stack([src, src + 1]), torch.stack([src + 1, src])], dim=1)
+    data = Data(x=torch.zeros(n, 1), edge_index=edge_index, num_nodes=n,
+                edge_attr=torch.zeros(edge_index.size(1), 1, dtype=torch.long))
+    return parse_pe("spd:20")(data)
+
+
+def test_edge_encoding_reads_every_hop_the_model_asks_for():
+    # Every hop contributes 1, so c_ij = (sum of min(SPD, L) ones) / min(SPD, L) = 1 for every reachable pair.
+    # With paths cut at 5 edges in the data, pair (0, 9) gave 5 / 9 = 0.556.
+    g = _path_graph(10)
+    enc = EdgeEncoding(1, edge_dim=1, num_edge_types=1, max_hops=20)
+    with torch.no_grad():
+        enc.encoder.weight.fill_(1.0)
+        enc.hop_weight.fill_(1.0)
+    dense = enc(g.edge_attr, g.edge_index, g.spd_index, g.spd, g.spd_path, torch.zeros(10, dtype=torch.long))
+    assert dense[0, 0, 0, 9].item() == pytest.approx(1.0)
+    off_diagonal = ~torch.eye(10, dtype=torch.bool)
+    torch.testing.assert_close(dense[0, 0][off_diagonal], torch.ones(90))
+
+
+def test_edge_encoding_refuses_paths_shorter_than_max_hops():
+    g = _path_graph(10)
+    short = ShortestPathDistance(max_distance=20, max_path=5)(g.clone())
+    enc = EdgeEncoding(1, edge_dim=1, num_edge_types=1, max_hops=20)
+    with pytest.raises(ValueError, match=r"max_hops=20.*5 edges"):
+        enc(short.edge_attr, short.edge_index, short.spd_index, short.spd, short.spd_path,
+            torch.zeros(10, dtype=torch.long))
+    # more path edges in the data than the model reads is fine: the model cuts at L (multi_hop_max_dist)
+    enc3 = EdgeEncoding(1, edge_dim=1, num_edge_types=1, max_hops=3)
+    out = enc3(g.edge_attr, g.edge_index, g.spd_index, g.spd, g.spd_path, torch.zeros(10, dtype=torch.long))
+    assert out.shape == (1, 1, 10, 10)

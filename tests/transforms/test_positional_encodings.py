@@ -221,7 +221,7 @@ def test_batching_offsets_spd_index():
     batch = Batch.from_data_list(graphs)
     assert batch.spd_index.shape == (2, 4 + 9)
     assert batch.spd_index[:, 4:].min() == 2 and batch.spd_index.max() == 4
-    assert batch.spd_path.shape == (13, 5)
+    assert batch.spd_path.shape == (13, 4)  # paths of up to max_distance edges by default
 
 
 def test_parse_pe_and_apply_many():
@@ -230,5 +230,19 @@ def test_parse_pe_and_apply_many():
     assert parse_pe(None) is None and isinstance(parse_pe("rw:2"), RWPE)
     with pytest.raises(ValueError, match="KIND:N"):
         parse_pe("lap8")
+    with pytest.raises(ValueError, match="follow|just before"):
+        parse_pe("rw:4,paths:5")
     out = apply_many(t, random_graphs(3, 4))
     assert all(hasattr(d, "lap_eigvec") and hasattr(d, "rw_pe") and hasattr(d, "spd") for d in out)
+
+
+def test_spd_spec_sets_the_path_length():
+    # 'spd:N' keeps paths of up to N edges (a Graphormer with max_hops N reads them all); 'paths:P' overrides it.
+    spd = parse_pe("spd:20")
+    assert isinstance(spd, ShortestPathDistance) and (spd.max_distance, spd.max_path) == (20, 20)
+    short = parse_pe("spd:20,paths:5")
+    assert (short.max_distance, short.max_path) == (20, 5)
+    both = parse_pe("rw:3,spd:8,paths:0")
+    assert (both.transforms[1].max_distance, both.transforms[1].max_path) == (8, 0)
+    path10 = spd(graph([(i, i + 1) for i in range(9)], 10))  # edge i is (i, i + 1)
+    assert path10.spd_path[9].tolist() == list(range(9)) + [-1] * 11  # pair (0, 9): all nine edges
