@@ -81,10 +81,12 @@ class ModelConfig:
         gea_heads: GEANet heads.
         units: GEANet units :math:`S` (``None``: :math:`d / H`).
         edge_units, shared_unit, norm_scope: GEANet options.
-        ffn: Feed-forward block after the branch sum (``geaet``).
+        ffn: Feed-forward block after the branch sum (``geaet``; the ``mpnn`` family has none).
         norm: Normalisation name (``batch_norm``, ``layer_norm``, ...).
         act: Activation name.
-        local_out_act: Activation on the MPNN output before its residual (the GEAET Peptides configs).
+        local_out_act: Activation on the MPNN output before its residual in a GEAET layer (the authors'
+            ``gt.local_out_act``, GEAET Peptides configs); the ``mpnn`` family always applies it (LRGB/GraphGPS
+            baselines: conv, activation, dropout, residual, norm).
         dropout: Dropout of the branches and the FFN.
         attn_dropout: Attention dropout.
         pe: Positional encoding, or ``None``.

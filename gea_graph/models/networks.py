@@ -32,6 +32,7 @@ from gea_graph.nn import (
     GraphormerAttnBias,
     GraphormerLayer,
     GraphToken,
+    MPNNBlock,
     from_dense,
     to_dense,
 )
@@ -130,13 +131,14 @@ class GEAETModel(GraphModel):
 
 
 class MPNNModel(GEAETModel):
-    r"""A plain message-passing baseline (GCN, GIN, GINE or GatedGCN): :class:`GEAETModel` with only the MPNN branch
-    (each layer: ``Norm(x + Dropout(act(MPNN(x))))``, then the layer's final norm; no FFN unless ``ffn``)."""
+    r"""A plain message-passing baseline (GCN, GIN, GINE or GatedGCN) as LRGB / GraphGPS run it: the encoders and
+    head of :class:`GEAETModel` around ``layers`` :class:`~gea_graph.nn.MPNNBlock` (GCN/GIN/GINE:
+    ``Norm(x + Dropout(act(MPNN(x))))``; GatedGCN: the layer itself, with its activation, residual and BatchNorm).
+    ``ffn`` and ``local_out_act`` (GEAET-layer options) do not apply: the activation is always there."""
 
     @staticmethod
     def _layer(cfg: ModelConfig) -> Module:
-        return GEAETLayer(cfg.hidden, mpnn=cfg.mpnn, attn=None, gea=False, norm=cfg.norm, act=cfg.act,
-                          use_ffn=cfg.ffn, dropout=cfg.dropout, local_out_act=cfg.local_out_act)
+        return MPNNBlock(cfg.hidden, cfg.mpnn, act=cfg.act, dropout=cfg.dropout, norm=cfg.norm)
 
 
 class GraphormerModel(GraphModel):

@@ -25,6 +25,7 @@ from gea_graph.nn.mpnn import (  # noqa: F401
     GCNLayer,
     GINELayer,
     GINLayer,
+    MPNNBlock,
     mpnn_resolver,
 )
 from gea_graph.nn.pe_encoders import LapPEEncoder, RWPEEncoder  # noqa: F401

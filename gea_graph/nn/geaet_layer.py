@@ -81,8 +81,8 @@ class GEAETLayer(Module):
             (default: :obj:`"graph"`)
         norm (str, optional): Norm of every branch and the output. (default: :obj:`"batch_norm"`)
         norm_kwargs (Dict[str, Any], optional): Arguments of the norms. (default: :obj:`None`)
-        act (str, optional): Activation of the FFN (and of :obj:`local_out_act`).
-            (default: :obj:`"relu"`)
+        act (str, optional): Activation of the FFN, of :obj:`local_out_act` and inside the MPNN
+            (GatedGCN's updates, the GIN/GINE MLPs). (default: :obj:`"relu"`)
         use_ffn (bool, optional): The FFN and its residual. (default: :obj:`True`)
         ffn_ratio (int, optional): FFN hidden width / :math:`d`. (default: :obj:`2`)
         dropout (float, optional): Default of the four branch dropouts below. (default: :obj:`0.0`)
@@ -152,7 +152,8 @@ class GEAETLayer(Module):
         self._attn_name = attn if isinstance(attn, str) or attn is None else type(attn).__name__
 
         # Local branch
-        self.mpnn = mpnn_resolver(mpnn, channels, **(mpnn_kwargs or {}))
+        # The layer's activation also acts inside GatedGCN and the GIN/GINE MLPs (authors' code)
+        self.mpnn = mpnn_resolver(mpnn, channels, **{"act": act, **(mpnn_kwargs or {})})
         if isinstance(self.mpnn, GatedGCNLayer) and "dropout" not in (mpnn_kwargs or {}):
             self.mpnn.dropout = self.local_dropout
         self._mpnn_residual = bool(getattr(self.mpnn, "includes_residual", False))

@@ -2,16 +2,19 @@ r"""Local message-passing branches for GEAET-style layers, all called as
 ``(x, edge_index, edge_attr) -> (x, edge_attr)``."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn import Linear, Module, ReLU, Sequential
+from torch.nn import Linear, Module, Sequential
 from torch_geometric.nn import GCNConv, GINConv, GINEConv
 from torch_geometric.nn.inits import reset
-from torch_geometric.nn.resolver import activation_resolver, resolver
+from torch_geometric.nn.resolver import activation_resolver, normalize_string
 from torch_geometric.typing import OptTensor
+
+from gea_graph.nn.geanet import resolve_norm
 
 MPNNS = ("gatedgcn", "gcn", "gin", "gine")
 
@@ -123,9 +126,10 @@ class GatedGCNLayer(Module):
                 f"residual={self.residual})")
 
 
-def _mlp(channels: int) -> Sequential:
-    # GraphGPS / PyG examples: Linear(d, d) -> ReLU -> Linear(d, d)
-    return Sequential(Linear(channels, channels), ReLU(), Linear(channels, channels))
+def _mlp(channels: int, act: str | Any = "relu", act_kwargs: dict[str, Any] | None = None) -> Sequential:
+    # GraphGPS / GEAET GPSLayer: Linear(d, d) -> the layer's activation -> Linear(d, d)
+    return Sequential(Linear(channels, channels), activation_resolver(act, **(act_kwargs or {})),
+                      Linear(channels, channels))
 
 
 class _ConvAdapter(Module):
@@ -165,16 +169,21 @@ class GCNLayer(_ConvAdapter):
 
 class GINLayer(_ConvAdapter):
     r"""Adapter of :class:`torch_geometric.nn.conv.GINConv` with the GraphGPS MLP
-    (``Linear(d, d) -> ReLU -> Linear(d, d)``, or :obj:`nn`); edge features pass through.
+    (``Linear(d, d) -> act -> Linear(d, d)``, or :obj:`nn`); edge features pass through.
 
     Args:
         channels (int): Feature size :math:`d`.
         nn (torch.nn.Module, optional): The MLP. (default: :obj:`None`)
+        act (str or Callable, optional): Activation inside the MLP (the layer's activation in the
+            authors' code). (default: :obj:`"relu"`)
+        act_kwargs (Dict[str, Any], optional): Arguments of the activation. (default: :obj:`None`)
         **kwargs (optional): Arguments of :class:`~torch_geometric.nn.conv.GINConv`.
     """
 
-    def __init__(self, channels: int, nn: Module | None = None, **kwargs: Any) -> None:
-        super().__init__(channels, GINConv(nn if nn is not None else _mlp(channels), **kwargs))
+    def __init__(self, channels: int, nn: Module | None = None, act: str | Any = "relu",
+                 act_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        mlp = nn if nn is not None else _mlp(channels, act, act_kwargs)
+        super().__init__(channels, GINConv(mlp, **kwargs))
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
@@ -184,7 +193,7 @@ class GINLayer(_ConvAdapter):
 
 class GINELayer(_ConvAdapter):
     r"""Adapter of :class:`torch_geometric.nn.conv.GINEConv` with the GraphGPS MLP
-    (``Linear(d, d) -> ReLU -> Linear(d, d)``, or :obj:`nn`); edge features are read and returned
+    (``Linear(d, d) -> act -> Linear(d, d)``, or :obj:`nn`); edge features are read and returned
     unchanged.
 
     Args:
@@ -192,13 +201,17 @@ class GINELayer(_ConvAdapter):
         nn (torch.nn.Module, optional): The MLP. (default: :obj:`None`)
         edge_dim (int, optional): Edge feature size if it differs from :math:`d`.
             (default: :obj:`None`)
+        act (str or Callable, optional): Activation inside the MLP (the layer's activation in the
+            authors' code). (default: :obj:`"relu"`)
+        act_kwargs (Dict[str, Any], optional): Arguments of the activation. (default: :obj:`None`)
         **kwargs (optional): Arguments of :class:`~torch_geometric.nn.conv.GINEConv`.
     """
 
     def __init__(self, channels: int, nn: Module | None = None, edge_dim: int | None = None,
+                 act: str | Any = "relu", act_kwargs: dict[str, Any] | None = None,
                  **kwargs: Any) -> None:
-        super().__init__(channels, GINEConv(nn if nn is not None else _mlp(channels),
-                                            edge_dim=edge_dim, **kwargs))
+        mlp = nn if nn is not None else _mlp(channels, act, act_kwargs)
+        super().__init__(channels, GINEConv(mlp, edge_dim=edge_dim, **kwargs))
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
@@ -208,15 +221,109 @@ class GINELayer(_ConvAdapter):
         return self.conv(x, edge_index, edge_attr), edge_attr
 
 
+_CLASSES = (GatedGCNLayer, GCNLayer, GINLayer, GINELayer)
 _ALIASES = {"customgatedgcn": GatedGCNLayer, "gatedgcnlayer": GatedGCNLayer}
 
 
-def mpnn_resolver(name: str | Module | None, channels: int,
+def mpnn_class(name: str) -> type[Module]:
+    r"""The MPNN class named :obj:`name` (:obj:`"gatedgcn"`, :obj:`"gcn"`, :obj:`"gin"`,
+    :obj:`"gine"`; case, ``-`` and ``_`` ignored; the class names work too)."""
+    key = normalize_string(name)
+    if key in _ALIASES:
+        return _ALIASES[key]
+    for cls in _CLASSES:
+        cls_key = normalize_string(cls.__name__)
+        if key in (cls_key, cls_key.replace("layer", "")):
+            return cls
+    raise ValueError(f"Unknown MPNN {name!r} (choose from {', '.join(MPNNS)})")
+
+
+def mpnn_resolver(name: str | Module | None, channels: int, act: str | Any | None = None,
                   **kwargs: Any) -> Module | None:
     r"""Builds a local MPNN branch by name: :obj:`"gatedgcn"` (:class:`GatedGCNLayer`),
     :obj:`"gcn"`, :obj:`"gin"`, :obj:`"gine"` (the adapters), or :obj:`None` (no branch). A module
-    is returned as is. ``kwargs`` go to the class."""
+    is returned as is. ``kwargs`` go to the class; :obj:`act` (the surrounding layer's activation)
+    goes to the classes that have one inside (GatedGCN's node and edge updates, the GIN/GINE MLPs),
+    as the authors' code does, and is not used by GCN."""
     if name is None or (isinstance(name, str) and name.lower() == "none"):
         return None
-    return resolver([GatedGCNLayer, GCNLayer, GINLayer, GINELayer], _ALIASES, name, None,
-                    "Layer", channels, **kwargs)
+    if isinstance(name, Module):
+        return name
+    cls = mpnn_class(name)
+    if act is not None and "act" in inspect.signature(cls.__init__).parameters:
+        kwargs = {"act": act, **kwargs}
+    return cls(channels, **kwargs)
+
+
+class MPNNBlock(Module):
+    r"""One layer of a plain message-passing baseline, as the LRGB / GraphGPS baselines
+    (``GCNConvLayer``, ``GINEConvLayer``; Dwivedi et al., 2022; Rampášek et al., 2022):
+
+    .. math::
+        \mathbf{X}' = \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathrm{act}(
+        \mathrm{MPNN}(\mathbf{X}, \mathbf{E})))\big)
+
+    for GCN, GIN and GINE (edge features pass through). :class:`GatedGCNLayer` already holds its
+    activation, dropout, residual and BatchNorm (:obj:`norm` ``"batch_norm"`` or :obj:`None`
+    switches that BatchNorm), so the block is that layer alone. With the activation, a stack of
+    blocks is not an affine map even without an FFN (the GCN baselines of the tree recipes).
+
+    Args:
+        channels (int): Feature size :math:`d`.
+        mpnn (str): :obj:`"gatedgcn"`, :obj:`"gcn"`, :obj:`"gin"` or :obj:`"gine"`.
+        act (str, optional): Activation (also inside GatedGCN and the GIN/GINE MLPs).
+            (default: :obj:`"relu"`)
+        dropout (float, optional): Dropout after the activation. (default: :obj:`0.0`)
+        norm (str, optional): Normalisation (see :func:`~gea_graph.nn.geanet.resolve_norm`).
+            (default: :obj:`"batch_norm"`)
+        mpnn_kwargs (Dict[str, Any], optional): Further arguments of the MPNN class.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices
+          :math:`(2, |\mathcal{E}|)`, edge features :math:`(|\mathcal{E}|, d)` or :obj:`None`,
+          batch vector :math:`(|\mathcal{V}|)` or :obj:`None`
+        - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features (or :obj:`None`)
+    """
+
+    def __init__(self, channels: int, mpnn: str, act: str = "relu", dropout: float = 0.0,
+                 norm: str | None = "batch_norm", mpnn_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.channels, self.act_name, self.dropout = channels, act, float(dropout)
+        kwargs = dict(mpnn_kwargs or {})
+        if mpnn_class(mpnn) is GatedGCNLayer:
+            if norm not in (None, "none", "batch_norm"):
+                raise ValueError(f"GatedGCN normalises with its own BatchNorm: norm must be 'batch_norm' or None, "
+                                 f"got {norm!r}")
+            kwargs = {"dropout": self.dropout, "batch_norm": norm == "batch_norm", **kwargs}
+            self.mpnn = mpnn_resolver(mpnn, channels, act=act, **kwargs)
+            self.act = None
+            self.norm = None
+        else:
+            self.mpnn = mpnn_resolver(mpnn, channels, act=act, **kwargs)
+            self.act = activation_resolver(act)
+            self.norm = resolve_norm(norm, channels)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters of the module."""
+        self.mpnn.reset_parameters()
+        if self.norm is not None:
+            self.norm.reset_parameters()
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: OptTensor = None,
+                batch: OptTensor = None, num_graphs: int | None = None) -> tuple[Tensor, OptTensor]:
+        r"""Runs the forward pass of the module."""
+        h, edge_out = self.mpnn(x, edge_index, edge_attr)
+        if self.act is None:  # GatedGCN: act, dropout, residual and norm inside
+            return h, edge_out
+        h = self.act(h)
+        if self.dropout > 0.0 and self.training:
+            h = F.dropout(h, self.dropout, True)
+        h = x + h
+        if self.norm is not None:
+            h = self.norm(h, batch, num_graphs)
+        return h, edge_out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.channels}, mpnn={self.mpnn!r}, act={self.act_name!r}, "
+                f"dropout={self.dropout}, norm={self.norm!r})")

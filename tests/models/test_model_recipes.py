@@ -138,3 +138,24 @@ def test_aux_loss_collected_with_weight():
     manual = sum(layer.aux_loss() for layer in model.layers)
     assert torch.allclose(aux, 0.5 * manual)
     assert aux.requires_grad
+
+
+@pytest.mark.parametrize("name", ["gcn-tree-r3", "gin-tree-r3", "gine-tree-r3", "gatedgcn-tree-r3"])
+def test_mpnn_baselines_are_not_affine(name):
+    # With ffn: false the GCN stack used to have no activation at all: the midpoint of two inputs mapped to the
+    # midpoint of their outputs (gap 1.7e-6). The baseline layer is conv -> act -> dropout -> residual -> norm.
+    recipe = load_recipe(name)
+    model = build_model(recipe.model).eval()
+    batch = synthetic_batch(recipe)
+    gen = torch.Generator().manual_seed(1)
+    x1, x2 = (torch.randn(batch.num_nodes, recipe.model.hidden, generator=gen) for _ in range(2))
+    edges = model.constant_edge(batch.edge_index.size(1)) if model.constant_edge is not None else None
+
+    def stack(x):
+        e = edges
+        for layer in model.layers:
+            x, e = layer(x, batch.edge_index, e, batch.batch, num_graphs=batch.num_graphs)
+        return x
+    with torch.no_grad():
+        gap = (stack((x1 + x2) / 2) - (stack(x1) + stack(x2)) / 2).abs().max()
+    assert gap > 1e-2, gap

@@ -3,7 +3,15 @@ import pytest
 import torch
 from torch_geometric.nn import GCNConv, GINConv, GINEConv
 
-from gea_graph.nn import GatedGCNLayer, GCNLayer, GINELayer, GINLayer, mpnn_resolver
+from gea_graph.nn import (
+    GatedGCNLayer,
+    GCNLayer,
+    GEAETLayer,
+    GINELayer,
+    GINLayer,
+    MPNNBlock,
+    mpnn_resolver,
+)
 
 
 def _graph(n=6, e=14, d=8, dtype=torch.float64, seed=0):
@@ -116,3 +124,55 @@ def test_resolver_repr_reset():
         p = w.detach().clone()
         m.reset_parameters()
         assert not torch.equal(p, w)
+
+
+@pytest.mark.parametrize("name", ["gatedgcn", "gin", "gine"])
+def test_layer_activation_reaches_the_mpnn(name):
+    # The authors' code (GraphGPS GPSLayer / GEAET) hands the layer's activation to GatedGCN's node and edge
+    # updates and to the GIN/GINE MLPs; before, GatedGCN and the MLPs always used ReLU.
+    layer = GEAETLayer(8, mpnn=name, attn=None, gea=False, act="gelu")
+    acts = [m for m in layer.mpnn.modules() if isinstance(m, (torch.nn.ReLU, torch.nn.GELU))]
+    assert acts and all(isinstance(m, torch.nn.GELU) for m in acts), acts
+    assert all(isinstance(m, torch.nn.ReLU) for m in mpnn_resolver(name, 8).modules()
+               if isinstance(m, (torch.nn.ReLU, torch.nn.GELU)))  # the default stays ReLU
+    with pytest.raises(TypeError):
+        mpnn_resolver("gcn", 8, act="gelu", bogus=1)
+
+
+def test_gin_mlp_activation_in_the_forward():
+    torch.manual_seed(0)
+    x, ei, _ = _graph(dtype=torch.float32)
+    gin = GINLayer(8, act="gelu")
+    lin1, lin2 = gin.conv.nn[0], gin.conv.nn[2]
+    agg = x.clone().index_add_(0, ei[1], x[ei[0]])  # (1 + eps) x_i + sum_j x_j, eps = 0
+    torch.testing.assert_close(gin(x, ei)[0], lin2(torch.nn.functional.gelu(lin1(agg))))
+
+
+@pytest.mark.parametrize("name", ["gcn", "gin", "gine"])
+def test_baseline_block_is_conv_act_dropout_residual_norm(name):
+    # LRGB / GraphGPS baseline layer (GCNConvLayer, GINEConvLayer): x' = Norm(x + Dropout(act(MPNN(x)))).
+    torch.manual_seed(0)
+    block = MPNNBlock(8, name, act="gelu", norm="batch_norm").eval()
+    x, ei, ea = _graph(dtype=torch.float32)
+    with torch.no_grad():  # non-trivial norm statistics
+        block.norm.module.running_mean.uniform_(-1, 1)
+        block.norm.module.running_var.uniform_(0.5, 2)
+    h, e = block.mpnn(x, ei, ea)
+    ref = block.norm(x + torch.nn.functional.gelu(h), None, 1)
+    out, e_out = block(x, ei, ea)
+    torch.testing.assert_close(out, ref)
+    assert e_out is e
+    # not affine: the midpoint of two inputs does not map to the midpoint of their outputs
+    x2 = torch.randn_like(x)
+    mid = block((x + x2) / 2, ei, ea)[0]
+    assert not torch.allclose(mid, (block(x, ei, ea)[0] + block(x2, ei, ea)[0]) / 2, atol=1e-4)
+
+
+def test_baseline_block_gatedgcn_is_the_layer_itself():
+    block = MPNNBlock(8, "gatedgcn", act="gelu", dropout=0.2)
+    assert block.norm is None and isinstance(block.mpnn, GatedGCNLayer)
+    assert block.mpnn.dropout == 0.2 and isinstance(block.mpnn.act, torch.nn.GELU)
+    assert MPNNBlock(8, "gatedgcn", norm=None).mpnn.bn_node is None
+    with pytest.raises(ValueError, match="layer_norm"):
+        MPNNBlock(8, "gatedgcn", norm="layer_norm")
+    assert "MPNNBlock" in repr(block)
