@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 FAMILIES = ("geaet", "graphormer", "mpnn")
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
          "target_node", "link_ranking")
-NODE_ENCODERS = ("atom", "embedding", "linear")
-EDGE_ENCODERS = ("bond", "embedding", "linear", "none")
+NODE_ENCODERS = ("atom", "embedding", "linear", "voc", "coco")
+EDGE_ENCODERS = ("bond", "embedding", "linear", "voc", "coco", "none")
 
 
 @dataclass
@@ -67,11 +67,14 @@ class ModelConfig:
         hidden: Hidden size :math:`d`.
         layers: Number of layers.
         node_encoder: ``"atom"`` (OGB ``AtomEncoder`` on ``x [N, 9] long``), ``"embedding"`` (one table per column of
-            a long ``x``, summed; ``node_vocab`` rows), or ``"linear"`` (float ``x [N, node_in]``).
+            a long ``x``, summed; ``node_vocab`` rows), ``"linear"`` (float ``x [N, node_in]``), or ``"voc"`` /
+            ``"coco"`` (the LRGB superpixel encoders: a linear map of the 14 columns standardised with the published
+            fixed per-column mean and std of PascalVOC-SP / COCO-SP).
         node_in: Input feature columns of ``x`` (``embedding`` and ``linear``).
         node_vocab: Rows of each embedding table (``embedding``).
-        edge_encoder: ``"bond"`` (OGB ``BondEncoder``), ``"embedding"``, ``"linear"`` or ``"none"`` (no edge
-            features: a single learned edge vector is used where the layer needs edges).
+        edge_encoder: ``"bond"`` (OGB ``BondEncoder``), ``"embedding"``, ``"linear"``, ``"voc"`` / ``"coco"`` (2
+            superpixel edge columns, standardised as the node ones) or ``"none"`` (no edge features: a single learned
+            edge vector is used where the layer needs edges).
         edge_in: Edge feature columns (``embedding`` and ``linear``).
         edge_vocab: Rows of each edge embedding table (``embedding``).
         mpnn: MPNN branch (``gatedgcn``, ``gcn``, ``gin``, ``gine``) or ``None``.

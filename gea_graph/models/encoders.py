@@ -1,6 +1,7 @@
 r"""Input encoders (node, edge, positional) and prediction heads shared by the model families."""
 from __future__ import annotations
 
+import torch
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
 from torch.nn import Dropout, Embedding, Linear, Module, ModuleList
@@ -45,6 +46,63 @@ class ConstantEdge(Module):
         return self.embedding.weight.expand(num_edges, -1)
 
 
+# Per-column mean and std of the raw LRGB superpixel features (14 node columns: RGB mean, std, max, min,
+# then the (y, x) position in pixels; 2 edge columns: boundary weight, distance), as published with the LRGB /
+# Tönshoff et al. (2023) VOC/COCO encoders and used by the GEAET code's VOCNode/VOCEdge/COCONode/COCOEdge.
+SUPERPIXEL_STATS: dict[str, dict[str, tuple[float, ...]]] = {
+    "voc": {
+        "node_mean": (4.5824501e-01, 4.3857411e-01, 4.0561178e-01, 6.7938097e-02, 6.5604292e-02, 6.5742709e-02,
+                      6.5212941e-01, 6.2894762e-01, 6.0173863e-01, 2.7769071e-01, 2.6425251e-01, 2.3729359e-01,
+                      1.9344997e+02, 2.3472206e+02),
+        "node_std": (2.5952947e-01, 2.5716761e-01, 2.7130592e-01, 5.4822665e-02, 5.4429270e-02, 5.4474957e-02,
+                     2.6238337e-01, 2.6600540e-01, 2.7750680e-01, 2.5197381e-01, 2.4986187e-01, 2.6069802e-01,
+                     1.1768297e+02, 1.4007195e+02),
+        "edge_mean": (0.07640745, 33.73478),
+        "edge_std": (0.0868775, 20.945076),
+    },
+    "coco": {
+        "node_mean": (4.6977347e-01, 4.4679317e-01, 4.0790915e-01, 7.0808627e-02, 6.8686441e-02, 6.8498217e-02,
+                      6.7777938e-01, 6.5244222e-01, 6.2096798e-01, 2.7554795e-01, 2.5910738e-01, 2.2901227e-01,
+                      2.4261935e+02, 2.8985367e+02),
+        "node_std": (2.6218116e-01, 2.5831082e-01, 2.7416739e-01, 5.7440419e-02, 5.6832556e-02, 5.7100497e-02,
+                     2.5929087e-01, 2.6201612e-01, 2.7675411e-01, 2.5456995e-01, 2.5140920e-01, 2.6182330e-01,
+                     1.5152475e+02, 1.7630779e+02),
+        "edge_mean": (0.07848548, 43.68736),
+        "edge_std": (0.08902349, 28.473562),
+    },
+}
+
+
+class StandardizedLinear(Module):
+    r"""A linear map of standardised features, :math:`\mathbf{W}\,((\mathbf{x} - \boldsymbol{\mu}) /
+    \boldsymbol{\sigma}) + \mathbf{b}`, with a fixed per-column mean and std (buffers, not learned): the
+    VOC/COCO superpixel encoders of LRGB (``VOCNodeEncoder``, ``VOCEdgeEncoder``, ...). ``[N, F] -> [N, C]``."""
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32))
+        self.lin = Linear(len(mean), channels)
+
+    def reset_parameters(self) -> None:
+        self.lin.reset_parameters()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lin((x - self.mean) / self.std)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.mean.numel()}, {self.lin.out_features})"
+
+
+def _superpixel_encoder(dataset: str, kind: str, columns: int, channels: int) -> StandardizedLinear:
+    stats = SUPERPIXEL_STATS[dataset]
+    width = len(stats[f"{kind}_mean"])
+    if columns != width:
+        raise ValueError(f"model.{kind}_in is {columns}, but the {dataset!r} {kind} encoder standardises the "
+                         f"{width} LRGB superpixel columns")
+    return StandardizedLinear(stats[f"{kind}_mean"], stats[f"{kind}_std"], channels)
+
+
 def node_encoder(cfg: ModelConfig, channels: int) -> Module:
     r"""The node encoder of ``cfg`` mapping ``x`` to ``channels`` features."""
     if cfg.node_encoder == "atom":
@@ -53,6 +111,8 @@ def node_encoder(cfg: ModelConfig, channels: int) -> Module:
         if cfg.node_vocab <= 0:
             raise ValueError("model.node_vocab must be set for node_encoder: embedding")
         return ColumnEmbedding(cfg.node_in, cfg.node_vocab, channels)
+    if cfg.node_encoder in SUPERPIXEL_STATS:
+        return _superpixel_encoder(cfg.node_encoder, "node", cfg.node_in, channels)
     return Linear(cfg.node_in, channels)
 
 
@@ -66,6 +126,8 @@ def edge_encoder(cfg: ModelConfig, channels: int) -> Module | None:
         return ColumnEmbedding(cfg.edge_in, cfg.edge_vocab, channels)
     if cfg.edge_encoder == "linear":
         return Linear(cfg.edge_in, channels)
+    if cfg.edge_encoder in SUPERPIXEL_STATS:
+        return _superpixel_encoder(cfg.edge_encoder, "edge", cfg.edge_in, channels)
     return None
 
 

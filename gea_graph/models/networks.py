@@ -160,7 +160,7 @@ class GraphormerModel(GraphModel):
             if g.max_hops > 0 and cfg.edge_encoder in ("bond", "embedding"):
                 edge_dim = 3 if cfg.edge_encoder == "bond" else cfg.edge_in
                 num_edge_types = 6 if cfg.edge_encoder == "bond" else cfg.edge_vocab
-            elif g.max_hops > 0 and cfg.edge_encoder == "linear":
+            elif g.max_hops > 0 and cfg.edge_encoder in ("linear", "voc", "coco"):  # continuous columns
                 edge_dim = cfg.edge_in
             self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
                                                 max(g.max_hops, 1))

@@ -8,6 +8,7 @@ from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from torch_geometric.data import Batch, Data
 
 from gea_graph.models import ModelConfig, build_model, count_parameters
+from gea_graph.models.encoders import SUPERPIXEL_STATS
 from gea_graph.train import GraphTask, load_recipe
 from gea_graph.train.metrics import prepare
 from gea_graph.transforms import parse_pe
@@ -37,7 +38,7 @@ def synthetic_graph(cfg: ModelConfig, num_nodes: int, gen: torch.Generator) -> D
         data.edge_attr = _cols(get_bond_feature_dims(), E, gen)
     elif cfg.edge_encoder == "embedding":
         data.edge_attr = torch.randint(0, cfg.edge_vocab, (E, cfg.edge_in), generator=gen)
-    elif cfg.edge_encoder == "linear":
+    elif cfg.edge_encoder in ("linear", "voc", "coco"):
         data.edge_attr = torch.randn(E, cfg.edge_in, generator=gen)
     T = cfg.out_channels
     if cfg.task == "graph_regression":
@@ -159,3 +160,20 @@ def test_mpnn_baselines_are_not_affine(name):
     with torch.no_grad():
         gap = (stack((x1 + x2) / 2) - (stack(x1) + stack(x2)) / 2).abs().max()
     assert gap > 1e-2, gap
+
+
+@pytest.mark.parametrize("dataset", ["voc", "coco"])
+def test_superpixel_encoders_standardise_with_the_lrgb_constants(dataset):
+    # The authors' VOC/COCO encoders standardise the raw features (positions in the hundreds) before the linear
+    # map; a feature row equal to the published mean maps to the bias alone.
+    overrides = [f"model.node_encoder={dataset}", f"model.edge_encoder={dataset}"]
+    model = build_model(load_recipe("geaet-pascalvoc-sp", [] if dataset == "voc" else overrides).model)
+    stats = SUPERPIXEL_STATS[dataset]
+    for enc, kind in ((model.node_encoder, "node"), (model.edge_encoder, "edge")):
+        mean, std = torch.tensor([stats[f"{kind}_mean"]]), torch.tensor([stats[f"{kind}_std"]])
+        torch.testing.assert_close(enc(mean), enc.lin.bias.unsqueeze(0))
+        x = mean + std * torch.randn(5, mean.size(1))
+        torch.testing.assert_close(enc(x), enc.lin((x - mean) / std))
+        assert not any(name in ("mean", "std") for name, _ in enc.named_parameters())  # fixed, not learned
+    with pytest.raises(ValueError, match="node_in is 3"):
+        build_model(load_recipe("geaet-pascalvoc-sp", ["model.node_in=3"]).model)
