@@ -96,7 +96,9 @@ class ModelConfig:
         pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).
         head_layers: Linear layers of the prediction head (``1`` = a single linear map).
         head_dropout: Dropout between head layers.
-        aux_weight: Weight of the layers' auxiliary losses (AGF's orthogonality term).
+        aux_weight: Multiplier of the mean over layers of the layers' auxiliary losses (AGF's orthogonality term,
+            already weighted by the attention's :math:`\gamma` = ``ortho_weight``, 1e-2 by default): ``1`` is the
+            AGF code's ``task + mean_layers(gamma * L_ortho)``, ``0`` switches the term off.
         graphormer: Graphormer settings.
     """
 
@@ -130,7 +132,7 @@ class ModelConfig:
     pooling: str = "mean"
     head_layers: int = 2
     head_dropout: float = 0.0
-    aux_weight: float = 0.0
+    aux_weight: float = 1.0
     graphormer: GraphormerConfig = field(default_factory=GraphormerConfig)
 
     def __post_init__(self) -> None:

@@ -8,7 +8,8 @@ predictions without touching the batch:
 * ``target_node`` (TreeNeighbourMatch): ``[B, out_channels]``, read at the node flagged by ``target_mask``;
 * ``link_ranking`` (PCQM-Contact): node embeddings ``[sum N_i, out_channels]``, scored by dot product.
 
-:meth:`GraphModel.aux_loss` sums the layers' auxiliary losses (AGF's orthogonality term) times ``aux_weight``.
+:meth:`GraphModel.aux_loss` averages the layers' auxiliary losses (AGF's orthogonality term) over the layers, times
+``aux_weight``.
 """
 from __future__ import annotations
 
@@ -80,13 +81,16 @@ class GraphModel(Module):
         return self.head(nodes)
 
     def aux_loss(self) -> Tensor:
-        r"""Weighted sum of the layers' auxiliary losses (``0`` when ``aux_weight`` is 0 or no layer has one).
+        r"""``aux_weight`` times the **mean over layers** of the layers' auxiliary losses, as the AGF code adds
+        :math:`\gamma \cdot \mathrm{mean}_{layers} L_{ortho}` (each AGF layer already applies its :math:`\gamma`,
+        ``ortho_weight``); ``0`` when ``aux_weight`` is 0 or no layer has one (or outside training).
 
         A layer's own ``aux_loss()`` is used when it has one, else those of its sub-modules (e.g. the attention)."""
         ref = next(self.parameters())
         total = torch.zeros((), dtype=ref.dtype, device=ref.device)
         if self.cfg.aux_weight == 0.0:
             return total
+        count = 0
         for layer in self.layers:
             owners = [layer] if hasattr(layer, "aux_loss") else [
                 m for m in layer.modules() if hasattr(m, "aux_loss")]
@@ -94,7 +98,8 @@ class GraphModel(Module):
                 loss = owner.aux_loss()
                 if loss is not None:
                     total = total + loss
-        return self.cfg.aux_weight * total
+                    count += 1
+        return self.cfg.aux_weight * total / max(count, 1)
 
 
 class GEAETModel(GraphModel):

@@ -108,7 +108,7 @@ class GraphTask(L.LightningModule):
         size = batch.num_graphs
         self.train_loss.update(loss.detach().float(), weight=size)
         self.log("train/loss", loss, batch_size=size, prog_bar=True)
-        if self.recipe.model.aux_weight:
+        if aux.requires_grad:  # the model has an auxiliary loss (AGF) and it is on
             self.log("train/aux_loss", aux, batch_size=size)
         return total
 

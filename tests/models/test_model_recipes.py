@@ -129,16 +129,27 @@ def test_geaet_variants_switch_branches():
     assert gps.layers[0].gea is None and gps.layers[0].attention is not None
 
 
-def test_aux_loss_collected_with_weight():
-    recipe = load_recipe("graphormer-zinc", ["model.attn=agf", "model.aux_weight=0.5", "model.hidden=32",
-                                             "model.layers=2", "model.graphormer.ffn_channels=32"])
+@pytest.mark.parametrize("family", ["graphormer", "geaet"])
+def test_agf_orthogonality_loss_on_by_default_and_averaged_over_layers(family):
+    # The AGF code adds gamma * mean over layers of L_ortho (gamma inside the attention, `ortho_weight`); before,
+    # model.aux_weight defaulted to 0 (the loss was off) and, when on, the layers were summed.
+    name = "graphormer-zinc" if family == "graphormer" else "geaet-zinc"
+    overrides = ["model.attn=agf", "model.hidden=32", "model.layers=3", "model.heads=4"]
+    overrides += ["model.graphormer.ffn_channels=32"] if family == "graphormer" else ["model.pe=null"]
+    recipe = load_recipe(name, overrides)
     model = build_model(recipe.model)
     model.train()
     model(synthetic_batch(recipe))
-    aux = model.aux_loss()
-    manual = sum(layer.aux_loss() for layer in model.layers)
-    assert torch.allclose(aux, 0.5 * manual)
-    assert aux.requires_grad
+    per_layer = [layer.aux_loss() for layer in model.layers]
+    assert all(loss > 0 for loss in per_layer)
+    mean = sum(per_layer) / len(per_layer)
+    torch.testing.assert_close(model.aux_loss(), mean)
+    assert model.aux_loss().requires_grad
+    model.cfg.aux_weight = 0.5
+    torch.testing.assert_close(model.aux_loss(), 0.5 * mean)
+    model.eval()
+    model(synthetic_batch(recipe))
+    assert model.aux_loss().item() == 0.0
 
 
 @pytest.mark.parametrize("name", ["gcn-tree-r3", "gin-tree-r3", "gine-tree-r3", "gatedgcn-tree-r3"])
