@@ -43,8 +43,11 @@ class GraphormerConfig:
         max_hops: Edges of a shortest path read by the edge encoding (``0`` disables the edge encoding); the data
             must keep at least as many (``spd:N`` keeps ``N``, ``spd:N,paths:P`` keeps ``P``).
         ffn_channels: FFN width (``None``: ``hidden``).
-        pre_norm: Pre-LN (Graphormer v1) or post-LN.
+        pre_norm: Pre-LN with a final LayerNorm (Graphormer v1) or post-LN with an embedding LayerNorm (v2).
+        activation_dropout: Dropout after the FFN's GELU (v2's ``act_dropout``).
         gfsa_k: ``K`` of GFSA when ``attn: gfsa``.
+        gfsa_learn: GFSA's learnable coefficients: ``[w0, w1, wK]`` (the paper's Eq. 5) or ``[wK]`` (the official
+            code: ``w1 = 1`` fixed, no ``w0``).
     """
 
     max_degree: int = 64
@@ -52,7 +55,9 @@ class GraphormerConfig:
     max_hops: int = 5
     ffn_channels: int | None = None
     pre_norm: bool = True
+    activation_dropout: float = 0.0
     gfsa_k: int = 2
+    gfsa_learn: list[str] = field(default_factory=lambda: ["w0", "w1", "wK"])
 
 
 @dataclass

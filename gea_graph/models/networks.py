@@ -148,9 +148,11 @@ class MPNNModel(GEAETModel):
 
 class GraphormerModel(GraphModel):
     r"""Graphormer (Ying et al., 2021) as in the GFSA paper: node encoder + centrality encoding, input dropout,
-    spatial + edge encodings as a dense attention bias, a graph token, ``layers`` pre-LN
-    :class:`~gea_graph.nn.GraphormerLayer` (``attn: gfsa`` gives Graphormer+GFSA), a final LayerNorm, readout at
-    the graph token (graph tasks) or the nodes. The batch needs the ``spd*`` fields (data ``pe: spd:N``). With
+    spatial + edge encodings as a dense attention bias, a graph token, ``layers``
+    :class:`~gea_graph.nn.GraphormerLayer` (``attn: gfsa`` gives Graphormer+GFSA), readout at the graph token
+    (graph tasks) or the nodes. ``pre_norm: true`` is Graphormer v1 (GFSA's ZINC code): pre-LN layers and a final
+    LayerNorm; ``pre_norm: false`` is v2 (fairseq, GFSA's PCQM4M/v2 code): a LayerNorm on the embeddings (after
+    the graph token), post-LN layers, no final LayerNorm. The batch needs the ``spd*`` fields (data ``pe: spd:N``). With
     ``attn: agf`` (no bias possible) the structural bias is not built."""
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -170,14 +172,15 @@ class GraphormerModel(GraphModel):
             self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
                                                 max(g.max_hops, 1))
         self.graph_token = GraphToken(cfg.hidden, cfg.heads)
-        attn_kwargs = {"K": g.gfsa_k} if cfg.attn == "gfsa" else None
+        attn_kwargs = {"K": g.gfsa_k, "learn": tuple(g.gfsa_learn)} if cfg.attn == "gfsa" else None
         self.layers = ModuleList([
             GraphormerLayer(cfg.hidden, cfg.heads, attn=cfg.attn, ffn_channels=g.ffn_channels,
                             dropout=cfg.dropout, attn_dropout=cfg.attn_dropout, pre_norm=g.pre_norm,
-                            attn_kwargs=attn_kwargs)
+                            attn_kwargs=attn_kwargs, activation_dropout=g.activation_dropout)
             for _ in range(cfg.layers)
         ])
-        self.final_norm = LayerNorm(cfg.hidden)
+        self.embed_norm = LayerNorm(cfg.hidden) if not g.pre_norm else None
+        self.final_norm = LayerNorm(cfg.hidden) if g.pre_norm else None
 
     def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         x = self.centrality(self.encode_nodes(batch), batch.edge_index)
@@ -188,9 +191,12 @@ class GraphormerModel(GraphModel):
         x, mask, bias = self.graph_token(x, mask, bias)
         if self.attn_bias is None:
             bias = None
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
         for layer in self.layers:
             x = layer(x, mask, bias)
-        x = self.final_norm(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         return from_dense(x[:, 1:], mask[:, 1:]), x[:, 0]
 
 

@@ -344,10 +344,12 @@ class GraphormerLayer(Module):
             \mathbf{B})), \qquad
         \mathbf{h}'' = \mathbf{h}' + \mathrm{Drop}(\mathrm{FFN}(\mathrm{LN}(\mathbf{h}')))
 
-    with :math:`\mathrm{FFN} = \mathrm{Linear}\circ\mathrm{GELU}\circ\mathrm{Linear}`. A pre-LN
-    stack needs a final :class:`~torch.nn.LayerNorm` after the last layer (the model's job).
-    ``pre_norm=False`` gives the post-LN form of Graphormer v2 (``LN(h + Drop(Attn(h)))``, then
-    ``LN(h' + Drop(FFN(h')))``). :obj:`attn` picks the global attention: ``"softmax"`` (plain
+    with :math:`\mathrm{FFN} = \mathrm{Linear}\circ\mathrm{Drop}_{act}\circ\mathrm{GELU}\circ
+    \mathrm{Linear}` (:obj:`activation_dropout`, fairseq's ``act_dropout``: 0.1 in Graphormer v2's
+    recipes, absent from v1). A pre-LN stack needs a final :class:`~torch.nn.LayerNorm` after the
+    last layer (the model's job). ``pre_norm=False`` gives the post-LN form of Graphormer v2
+    (``LN(h + Drop(Attn(h)))``, then ``LN(h' + Drop(FFN(h')))``), which instead normalises the
+    embeddings before the first layer. :obj:`attn` picks the global attention: ``"softmax"`` (plain
     Graphormer), ``"gfsa"`` (Graphormer + GFSA, Choi et al. 2023), ``"plaplacian"`` or ``"agf"``;
     AGF cannot take the structural bias, so pass ``attn_bias=None`` with it.
 
@@ -359,6 +361,7 @@ class GraphormerLayer(Module):
             GraphormerSLIM)
         dropout (float, optional): Dropout on the attention and FFN outputs. (default: :obj:`0.0`)
         attn_dropout (float, optional): Attention dropout. (default: :obj:`0.0`)
+        activation_dropout (float, optional): Dropout after the FFN's GELU. (default: :obj:`0.0`)
         pre_norm (bool, optional): Pre-LN (v1) or post-LN (v2). (default: :obj:`True`)
         attn_kwargs (dict, optional): Extra arguments of the attention (e.g. ``K`` for GFSA).
 
@@ -370,16 +373,19 @@ class GraphormerLayer(Module):
     def __init__(self, channels: int, heads: int, attn: str = "softmax",
                  ffn_channels: int | None = None, dropout: float = 0.0,
                  attn_dropout: float = 0.0, pre_norm: bool = True,
-                 attn_kwargs: dict[str, Any] | None = None) -> None:
+                 attn_kwargs: dict[str, Any] | None = None, activation_dropout: float = 0.0) -> None:
         super().__init__()
         self.channels, self.heads, self.attn_type = channels, heads, attn
         self.ffn_channels = ffn_channels or channels
         self.pre_norm = pre_norm
+        self.activation_dropout = float(activation_dropout)
         self.attn = attention_resolver(attn, channels, heads, dropout=attn_dropout,
                                        **(attn_kwargs or {}))
         self.norm1 = LayerNorm(channels)
         self.norm2 = LayerNorm(channels)
-        self.ffn = Sequential(Linear(channels, self.ffn_channels), torch.nn.GELU(),
+        # GELU and its dropout share index 1, so the two Linears keep their state-dict keys (ffn.0, ffn.2)
+        self.ffn = Sequential(Linear(channels, self.ffn_channels),
+                              Sequential(torch.nn.GELU(), Dropout(self.activation_dropout)),
                               Linear(self.ffn_channels, channels))
         self.dropout = Dropout(dropout)
 
@@ -408,4 +414,4 @@ class GraphormerLayer(Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, "
                 f"attn={self.attn_type}, ffn_channels={self.ffn_channels}, "
-                f"pre_norm={self.pre_norm})")
+                f"pre_norm={self.pre_norm}, activation_dropout={self.activation_dropout})")

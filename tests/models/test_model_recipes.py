@@ -188,3 +188,36 @@ def test_superpixel_encoders_standardise_with_the_lrgb_constants(dataset):
         assert not any(name in ("mean", "std") for name, _ in enc.named_parameters())  # fixed, not learned
     with pytest.raises(ValueError, match="node_in is 3"):
         build_model(load_recipe("geaet-pascalvoc-sp", ["model.node_in=3"]).model)
+
+
+def test_graphormer_post_ln_is_v2():
+    # Graphormer v2 (fairseq, used by GFSA for PCQM4M/v2) is post-LN with a LayerNorm on the embeddings and no final
+    # LayerNorm; v1 (GFSA's ZINC code) is pre-LN with a final LayerNorm.
+    post = load_recipe("graphormer-gfsa-pcqm4mv2", ["model.hidden=32", "model.heads=4", "model.layers=2",
+                                                    "model.graphormer.ffn_channels=32"])
+    model = build_model(post.model)
+    assert model.final_norm is None and model.embed_norm is not None
+    assert all(not layer.pre_norm and layer.activation_dropout == 0.1 for layer in model.layers)
+    assert post.model.dropout == 0.0 and post.model.attn_dropout == 0.1
+    pre = build_model(load_recipe("graphormer-zinc").model)
+    assert pre.final_norm is not None and pre.embed_norm is None and pre.layers[0].pre_norm
+
+
+# The official GFSA ZINC model (GFSA repo, Graph/Graph_ZINC/graphormer/model.py, zinc.sh: d 80, 12 layers, 8 heads,
+# FFN 80, multi_hop): atom Embedding(64, 80) 5,120; edge Embedding(64, 8) 512; edge_dis Embedding(40*8*8, 1) 2,560;
+# spatial Embedding(40, 8) 320; in/out degree Embedding(64, 80) 2 x 5,120; 12 layers x (2 LN 320 + q/k/v/out
+# 4 x 6,480 + FFN 2 x 6,480 + w_K 8) = 12 x 39,208 = 470,496; final LN 160; out Linear(80, 1) 81; graph token 80 and
+# its virtual distance 8: 489,577 (489,481 without GFSA's 96 w_K).
+GFSA_ZINC_OFFICIAL = 489_577
+
+
+def test_gfsa_zinc_matches_the_official_code():
+    model = build_model(load_recipe("graphormer-gfsa-zinc").model)
+    for layer in model.layers:  # the official GFSA: only w_K learned, w_1 = 1 fixed, no w_0
+        assert [n for n, _ in layer.attn.named_parameters() if n.startswith("w")] == ["wK"]
+        assert layer.attn.K == 2 and not layer.attn._use_w0
+    count = count_parameters(model)
+    assert abs(count - GFSA_ZINC_OFFICIAL) <= 0.01 * GFSA_ZINC_OFFICIAL, count
+    baseline = count_parameters(build_model(load_recipe("graphormer-zinc").model))
+    assert abs(baseline - (GFSA_ZINC_OFFICIAL - 96)) <= 0.01 * GFSA_ZINC_OFFICIAL, baseline
+    assert count - baseline == 12 * 8

@@ -246,3 +246,15 @@ def test_edge_encoding_refuses_paths_shorter_than_max_hops():
     enc3 = EdgeEncoding(1, edge_dim=1, num_edge_types=1, max_hops=3)
     out = enc3(g.edge_attr, g.edge_index, g.spd_index, g.spd, g.spd_path, torch.zeros(10, dtype=torch.long))
     assert out.shape == (1, 1, 10, 10)
+
+
+def test_layer_activation_dropout():
+    # Graphormer's FFN: Linear -> GELU -> Dropout(activation_dropout) -> Linear (fairseq's act_dropout)
+    torch.manual_seed(0)
+    layer = GraphormerLayer(8, 2, ffn_channels=16, activation_dropout=1.0, pre_norm=False).train()
+    h = torch.randn(3, 8)
+    torch.testing.assert_close(layer.ffn(h), layer.ffn[2].bias.expand(3, 8))  # everything after GELU dropped
+    assert layer.eval().ffn(h).abs().sum() > 0
+    assert "activation_dropout=1.0" in repr(layer)
+    assert [k for k in GraphormerLayer(8, 2).state_dict() if k.startswith("ffn")] == \
+        ["ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]  # checkpoint keys as before
