@@ -12,28 +12,53 @@ from gea_graph.transforms.lap_pe import LapPE
 from gea_graph.transforms.rw_pe import RWPE
 from gea_graph.transforms.spd import ShortestPathDistance
 
+
+def _lap(n: int, norm: str = "sym", trivial: str = "drop", pad: str = "zero") -> LapPE:
+    return LapPE(n, normalization=None if norm == "none" else norm, keep_trivial=trivial == "keep", padding=pad)
+
+
 _KINDS = {
-    "lap": lambda n: LapPE(n),
+    "lap": _lap,
     "rw": lambda n: RWPE(n),
     "spd": lambda n: ShortestPathDistance(max_distance=n),
 }
+# Options of a kind (``KIND:N:key=value``) and their allowed values.
+_OPTIONS = {
+    "lap": {"norm": ("sym", "none"), "trivial": ("drop", "keep"), "pad": ("zero", "nan")},
+}
+
+
+def _options(kind: str, texts: Sequence[str], item: str) -> dict[str, str]:
+    allowed = _OPTIONS.get(kind, {})
+    options = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or key not in allowed or value not in allowed[key]:
+            choices = "; ".join(f"{k}={'|'.join(v)}" for k, v in allowed.items()) or "none"
+            raise ValueError(f"bad option {text!r} in positional-encoding item {item!r}: {kind} takes {choices}")
+        options[key] = value
+    return options
 
 
 def parse_pe(spec: str | None) -> Callable | None:
-    """Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
+    r"""Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
 
     Items are ``KIND:N`` with ``lap`` (:class:`LapPE` with ``k=N``), ``rw`` (:class:`RWPE` with ``walk_length=N``)
-    or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N``), applied in the order given.
+    or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N``), applied in the order given. ``lap`` takes
+    options after its size, ``lap:N[:norm=sym|none][:trivial=drop|keep][:pad=zero|nan]`` (defaults first): the
+    Laplacian normalisation, whether the trivial eigenpairs (:math:`\lambda = 0`) count among the ``N``, and the
+    padding value of small graphs. The GEAET/GraphGPS Peptides LapPE is ``lap:10:norm=none:trivial=keep:pad=nan``.
     """
     if spec is None or not spec.strip():
         return None
     transforms = []
     for item in spec.split(","):
-        kind, _, size = item.strip().partition(":")
+        kind, _, rest = item.strip().partition(":")
+        size, *texts = rest.split(":")
         if kind not in _KINDS or not size.isdigit():
             raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: expected KIND:N with KIND one of "
                              f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20'")
-        transforms.append(_KINDS[kind](int(size)))
+        transforms.append(_KINDS[kind](int(size), **_options(kind, texts, item.strip())))
     return transforms[0] if len(transforms) == 1 else Compose(transforms)
 
 
