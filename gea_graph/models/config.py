@@ -6,6 +6,7 @@ input sizes, task and output size are part of the config, not read from a datase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 FAMILIES = ("geaet", "graphormer", "mpnn")
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
@@ -92,6 +93,18 @@ class ModelConfig:
         head_dropout: Dropout between head layers.
         aux_weight: Weight of the layers' auxiliary losses (AGF's orthogonality term).
         graphormer: Graphormer settings.
+        layer_args: Further arguments of each layer (:class:`~gea_graph.nn.GEAETLayer` or
+            :class:`~gea_graph.nn.GraphormerLayer`), e.g. ``{local_dropout: 0.1, external_dropout: 0.05}``.
+        mpnn_args: Further arguments of the MPNN branch (e.g. :class:`~gea_graph.nn.GatedGCNLayer`).
+        attn_args: Further arguments of the global attention (e.g. :class:`~gea_graph.nn.GFSA`).
+        gea_args: Further arguments of :class:`~gea_graph.nn.GEANet` /
+            :class:`~gea_graph.nn.ExternalAttention`, e.g. ``{eps: null, edge_head_split: strided}``.
+        pe_args: Further arguments of the PE encoder (e.g. :class:`~gea_graph.nn.LapPEEncoder`'s
+            ``sign_scope``).
+
+    The five ``*_args`` sections pass constructor arguments through unchanged; each key is checked against the
+    class's signature here, and a key that a field above already sets is an error
+    (:mod:`gea_graph.models.layer_args`).
     """
 
     family: str
@@ -126,6 +139,11 @@ class ModelConfig:
     head_dropout: float = 0.0
     aux_weight: float = 0.0
     graphormer: GraphormerConfig = field(default_factory=GraphormerConfig)
+    layer_args: dict[str, Any] = field(default_factory=dict)
+    mpnn_args: dict[str, Any] = field(default_factory=dict)
+    attn_args: dict[str, Any] = field(default_factory=dict)
+    gea_args: dict[str, Any] = field(default_factory=dict)
+    pe_args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checks = (("family", self.family, FAMILIES), ("task", self.task, TASKS),
@@ -142,3 +160,5 @@ class ModelConfig:
             raise ValueError("model: a geaet layer needs at least one of mpnn, attn, gea")
         if self.family == "graphormer" and self.attn is None:
             raise ValueError("model.attn: the graphormer family needs an attention type")
+        from gea_graph.models.layer_args import check_layer_args  # imports gea_graph.nn
+        check_layer_args(self)
