@@ -6,6 +6,7 @@ input sizes, task and output size are part of the config, not read from a datase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 FAMILIES = ("geaet", "graphormer", "mpnn")
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
@@ -41,13 +42,10 @@ class GraphormerConfig:
         max_degree: Largest degree bucket of the centrality encoding.
         max_distance: Largest shortest-path distance bucket (must match the data's ``spd:N`` spec).
         max_hops: Edges of a shortest path read by the edge encoding (``0`` disables the edge encoding); the data
-            must keep at least as many (``spd:N`` keeps ``N``, ``spd:N,paths:P`` keeps ``P``).
+            must keep at least as many (``spd:N`` keeps ``N``, ``spd:N:paths=P`` keeps ``P``).
         ffn_channels: FFN width (``None``: ``hidden``).
         pre_norm: Pre-LN with a final LayerNorm (Graphormer v1) or post-LN with an embedding LayerNorm (v2).
-        activation_dropout: Dropout after the FFN's GELU (v2's ``act_dropout``).
         gfsa_k: ``K`` of GFSA when ``attn: gfsa``.
-        gfsa_learn: GFSA's learnable coefficients: ``[w0, w1, wK]`` (the paper's Eq. 5) or ``[wK]`` (the official
-            code: ``w1 = 1`` fixed, no ``w0``).
     """
 
     max_degree: int = 64
@@ -55,9 +53,7 @@ class GraphormerConfig:
     max_hops: int = 5
     ffn_channels: int | None = None
     pre_norm: bool = True
-    activation_dropout: float = 0.0
     gfsa_k: int = 2
-    gfsa_learn: list[str] = field(default_factory=lambda: ["w0", "w1", "wK"])
 
 
 @dataclass
@@ -105,6 +101,18 @@ class ModelConfig:
             already weighted by the attention's :math:`\gamma` = ``ortho_weight``, 1e-2 by default): ``1`` is the
             AGF code's ``task + mean_layers(gamma * L_ortho)``, ``0`` switches the term off.
         graphormer: Graphormer settings.
+        layer_args: Further arguments of each layer (:class:`~gea_graph.nn.GEAETLayer` or
+            :class:`~gea_graph.nn.GraphormerLayer`), e.g. ``{local_dropout: 0.1, external_dropout: 0.05}``.
+        mpnn_args: Further arguments of the MPNN branch (e.g. :class:`~gea_graph.nn.GatedGCNLayer`).
+        attn_args: Further arguments of the global attention (e.g. :class:`~gea_graph.nn.GFSA`).
+        gea_args: Further arguments of :class:`~gea_graph.nn.GEANet` /
+            :class:`~gea_graph.nn.ExternalAttention`, e.g. ``{eps: null, edge_head_split: strided}``.
+        pe_args: Further arguments of the PE encoder (e.g. :class:`~gea_graph.nn.LapPEEncoder`'s
+            ``sign_scope``).
+
+    The five ``*_args`` sections pass constructor arguments through unchanged; each key is checked against the
+    class's signature here, and a key that a field above already sets is an error
+    (:mod:`gea_graph.models.layer_args`).
     """
 
     family: str
@@ -139,6 +147,11 @@ class ModelConfig:
     head_dropout: float = 0.0
     aux_weight: float = 1.0
     graphormer: GraphormerConfig = field(default_factory=GraphormerConfig)
+    layer_args: dict[str, Any] = field(default_factory=dict)
+    mpnn_args: dict[str, Any] = field(default_factory=dict)
+    attn_args: dict[str, Any] = field(default_factory=dict)
+    gea_args: dict[str, Any] = field(default_factory=dict)
+    pe_args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checks = (("family", self.family, FAMILIES), ("task", self.task, TASKS),
@@ -155,3 +168,5 @@ class ModelConfig:
             raise ValueError("model: a geaet layer needs at least one of mpnn, attn, gea")
         if self.family == "graphormer" and self.attn is None:
             raise ValueError("model.attn: the graphormer family needs an attention type")
+        from gea_graph.models.layer_args import check_layer_args  # imports gea_graph.nn
+        check_layer_args(self)

@@ -1,6 +1,8 @@
 r"""Input encoders (node, edge, positional) and prediction heads shared by the model families."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
@@ -131,13 +133,13 @@ def edge_encoder(cfg: ModelConfig, channels: int) -> Module | None:
     return None
 
 
-def pe_encoder(pe: PEConfig) -> Module:
+def pe_encoder(pe: PEConfig, **kwargs: Any) -> Module:
     r"""The positional-encoding encoder of ``pe`` (from :mod:`gea_graph.nn`), concatenating its output to the node
-    embedding."""
+    embedding; ``kwargs`` (``model.pe_args``) go to the encoder class."""
     if pe.kind == "lap":
-        return LapPEEncoder(pe.dim, model=pe.encoder, num_layers=pe.layers, k=pe.size)
+        return LapPEEncoder(pe.dim, model=pe.encoder, num_layers=pe.layers, k=pe.size, **kwargs)
     if pe.kind == "rw":
-        return RWPEEncoder(pe.size, pe.dim)
+        return RWPEEncoder(pe.size, pe.dim, **kwargs)
     raise ValueError(f"model.pe.kind: {pe.kind!r} is not one of lap, rw")
 
 

@@ -27,6 +27,11 @@ from gea_graph.models.encoders import (
     node_encoder,
     pe_encoder,
 )
+from gea_graph.models.layer_args import (
+    geaet_layer_kwargs,
+    graphormer_layer_kwargs,
+    mpnn_block_kwargs,
+)
 from gea_graph.nn import (
     CentralityEncoding,
     GEAETLayer,
@@ -53,7 +58,7 @@ class GraphModel(Module):
         self.cfg = cfg
         pe_dim = cfg.pe.dim if cfg.pe is not None else 0
         self.node_encoder = node_encoder(cfg, cfg.hidden - pe_dim)
-        self.pe_encoder = pe_encoder(cfg.pe) if cfg.pe is not None else None
+        self.pe_encoder = pe_encoder(cfg.pe, **cfg.pe_args) if cfg.pe is not None else None
         self.head = MLPHead(cfg.hidden, cfg.out_channels, cfg.head_layers, cfg.head_dropout, cfg.act)
         self.layers = ModuleList()
 
@@ -117,11 +122,7 @@ class GEAETModel(GraphModel):
 
     @staticmethod
     def _layer(cfg: ModelConfig) -> Module:
-        return GEAETLayer(
-            cfg.hidden, mpnn=cfg.mpnn, attn=cfg.attn, gea=cfg.gea, heads=cfg.heads, gea_heads=cfg.gea_heads,
-            units=cfg.units, edge_units=cfg.edge_units, shared_unit=cfg.shared_unit, norm_scope=cfg.norm_scope,
-            norm=cfg.norm, act=cfg.act, use_ffn=cfg.ffn, dropout=cfg.dropout, attn_dropout=cfg.attn_dropout,
-            local_out_act=cfg.local_out_act)
+        return GEAETLayer(**geaet_layer_kwargs(cfg))
 
     def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         x = self.encode_nodes(batch)
@@ -143,7 +144,7 @@ class MPNNModel(GEAETModel):
 
     @staticmethod
     def _layer(cfg: ModelConfig) -> Module:
-        return MPNNBlock(cfg.hidden, cfg.mpnn, act=cfg.act, dropout=cfg.dropout, norm=cfg.norm)
+        return MPNNBlock(**mpnn_block_kwargs(cfg))
 
 
 class GraphormerModel(GraphModel):
@@ -172,15 +173,10 @@ class GraphormerModel(GraphModel):
             self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
                                                 max(g.max_hops, 1))
         self.graph_token = GraphToken(cfg.hidden, cfg.heads)
-        attn_kwargs = {"K": g.gfsa_k, "learn": tuple(g.gfsa_learn)} if cfg.attn == "gfsa" else None
-        self.layers = ModuleList([
-            GraphormerLayer(cfg.hidden, cfg.heads, attn=cfg.attn, ffn_channels=g.ffn_channels,
-                            dropout=cfg.dropout, attn_dropout=cfg.attn_dropout, pre_norm=g.pre_norm,
-                            attn_kwargs=attn_kwargs, activation_dropout=g.activation_dropout)
-            for _ in range(cfg.layers)
-        ])
-        self.embed_norm = LayerNorm(cfg.hidden) if not g.pre_norm else None
-        self.final_norm = LayerNorm(cfg.hidden) if g.pre_norm else None
+        self.layers = ModuleList([GraphormerLayer(**graphormer_layer_kwargs(cfg)) for _ in range(cfg.layers)])
+        # Graphormer v1 (pre-LN) ends with a LayerNorm; v2 (post-LN) normalises the embeddings instead.
+        self.embed_norm = LayerNorm(cfg.hidden) if not cfg.graphormer.pre_norm else None
+        self.final_norm = LayerNorm(cfg.hidden) if cfg.graphormer.pre_norm else None
 
     def embed(self, batch) -> tuple[Tensor, Tensor | None]:
         x = self.centrality(self.encode_nodes(batch), batch.edge_index)

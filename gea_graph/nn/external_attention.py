@@ -139,7 +139,7 @@ class _ExternalUnits(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, h: Tensor, index: Tensor | None, num_groups: int, w_k: Tensor,
-                b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None, eps: float
+                b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None, eps: float | None
                 ) -> tuple[Tensor, Tensor]:
         M, H, dh = h.shape
         S = w_k.size(0)
@@ -151,7 +151,8 @@ class _ExternalUnits(torch.autograd.Function):
         else:
             p = _softmax_rows(logits.view(M, H, S), index, num_groups, base2=True).view(M * H, S)
         ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
-        alpha = p / torch.mm(p, ones).add_(eps)  # L1 step; p is kept for backward
+        rho = torch.mm(p, ones)
+        alpha = p / (rho if eps is None else rho.add_(eps))  # L1 step; p is kept for backward
         out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
         ctx.save_for_backward(x, w_k, w_v, p, alpha, ones, index)
         ctx.num_groups = num_groups
@@ -179,12 +180,14 @@ class _ExternalUnits(torch.autograd.Function):
 
 
 def double_normalize(logits: Tensor, index: Tensor | None = None,
-                     num_groups: int | None = None, eps: float = 1e-9) -> Tensor:
+                     num_groups: int | None = None, eps: float | None = 1e-9) -> Tensor:
     r"""The double normalisation of GEAET Eq. 3 on ``logits`` of shape ``[M, H, S]``: the
     :func:`group_softmax` over the rows (nodes or edges) per head and unit column, then an L1
-    normalisation over the units (last dim) with :obj:`eps` in the denominator."""
+    normalisation over the units (last dim) with :obj:`eps` in the denominator (:obj:`None`: no
+    epsilon, as the authors' code)."""
     p = group_softmax(logits, index, num_groups)
-    return p / (p.sum(dim=-1, keepdim=True) + eps)
+    total = p.sum(dim=-1, keepdim=True)
+    return p / (total if eps is None else total + eps)
 
 
 class ExternalAttention(Module):
@@ -247,9 +250,15 @@ class ExternalAttention(Module):
       same contiguous split as for nodes (:obj:`edge_head_split="contiguous"`), which keeps edge
       channels aligned with the residual stream of the next MPNN; :obj:`"strided"` reproduces the
       authors' layout exactly.
-    * :math:`\epsilon` (:obj:`eps`, default :math:`10^{-9}` as in Guo et al.'s code; the paper and
-      GEAET code have none) keeps the L1 step finite; the softmax always runs in at least
-      float32 (a softmax over thousands of nodes underflows in bfloat16/float16).
+    * :math:`\epsilon` (:obj:`eps`, default :math:`10^{-9}` as in Guo et al.'s code) keeps the L1
+      step finite. The paper and the GEAET code have none: :obj:`eps=None` reproduces them. The
+      two differ where a node's softmax values are all tiny, which the batch-wide softmax of
+      large activations produces (a node far below the column maxima of every unit): there
+      :math:`\sum_s \hat{\alpha}_{i,s}` is comparable to :math:`10^{-9}` and the node's
+      :math:`\alpha` shrinks towards 0 with :math:`\epsilon` but still sums to 1 without it
+      (and is NaN without it where every value underflows to 0, as in the authors' code).
+      The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
+      in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
       backward (float32 at least, autocast off inside). The key bias :math:`\mathbf{b}_{nk}` is
       constant within each softmax column and cancels (kept as a parameter, as in the paper's
@@ -281,7 +290,8 @@ class ExternalAttention(Module):
             nodes, and to edges when :obj:`edge_units`). (default: :obj:`False`)
         bias (bool, optional): Biases in the units (and :math:`\mathbf{U}_s`,
             :math:`\mathbf{W}_o`). (default: :obj:`True`)
-        eps (float, optional): :math:`\epsilon` of the L1 step. (default: :obj:`1e-9`)
+        eps (float, optional): :math:`\epsilon` of the L1 step; :obj:`None` for none (the
+            authors' code). (default: :obj:`1e-9`)
         edge_head_split (str, optional): :obj:`"contiguous"` or :obj:`"strided"` (authors).
             (default: :obj:`"contiguous"`)
         store_attention (bool, optional): Keep the last attention maps (see above).
@@ -306,13 +316,15 @@ class ExternalAttention(Module):
         norm_scope: str = "graph",
         out_proj: bool = False,
         bias: bool = True,
-        eps: float = 1e-9,
+        eps: float | None = 1e-9,
         edge_head_split: str = "contiguous",
         store_attention: bool = False,
     ) -> None:
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"'channels' ({channels}) must be divisible by 'heads' ({heads})")
+        if eps is not None and eps < 0:
+            raise ValueError(f"'eps' must be >= 0 or None, got {eps!r}")
         if norm_scope not in NORM_SCOPES:
             raise ValueError(f"'norm_scope' must be one of {NORM_SCOPES}, got {norm_scope!r}")
         if edge_head_split not in EDGE_HEAD_SPLITS:
@@ -440,4 +452,5 @@ class ExternalAttention(Module):
         return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, "
                 f"units={self.units}, edge_units={self.edge_units}, "
                 f"shared_unit={self.shared_unit}, norm_scope={self.norm_scope!r}, "
-                f"out_proj={self.out is not None})")
+                f"out_proj={self.out is not None}, eps={self.eps}, "
+                f"edge_head_split={self.edge_head_split!r})")

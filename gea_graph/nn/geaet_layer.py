@@ -1,7 +1,7 @@
 r"""The GEAET layer: local MPNN + global attention + GEANet in parallel, summed, then an FFN."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -95,7 +95,13 @@ class GEAETLayer(Module):
             authors' ``gt.local_out_act``, Peptides-Struct). (default: :obj:`False`)
         mpnn_kwargs, attn_kwargs, gea_kwargs (Dict[str, Any], optional): Further arguments of the
             branches (:func:`~gea_graph.nn.mpnn_resolver`,
-            :func:`~gea_graph.nn.attention.attention_resolver`, :class:`~gea_graph.nn.GEANet`).
+            :func:`~gea_graph.nn.attention.attention_resolver`, :class:`~gea_graph.nn.GEANet` and
+            through it :class:`~gea_graph.nn.ExternalAttention`, e.g.
+            ``gea_kwargs={"eps": None, "edge_head_split": "strided"}`` for the authors' GEA), like
+            :class:`~torch_geometric.nn.GPSConv`'s :obj:`attn_kwargs`. An argument the layer sets
+            itself (:attr:`branch_arguments`) must not be repeated there. The authors' GatedGCN
+            takes its internal dropout from ``ffn_dropout``; ours from :obj:`local_dropout` unless
+            ``mpnn_kwargs={"dropout": p}``.
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices
@@ -105,6 +111,17 @@ class GEAETLayer(Module):
         - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features
           :math:`(|\mathcal{E}|, d)` (or :obj:`None`)
     """
+
+    #: The arguments of each branch that the layer sets from its own arguments
+    #: (``{branch: {branch argument: layer argument}}``); ``*_kwargs`` must not repeat them.
+    branch_arguments: ClassVar[dict[str, dict[str, str]]] = {
+        "mpnn": {"channels": "channels"},
+        "attn": {"channels": "channels", "heads": "heads", "dropout": "attn_dropout"},
+        "gea": {"channels": "channels", "heads": "gea_heads", "units": "units",
+                "edge_units": "edge_units", "shared_unit": "shared_unit",
+                "norm_scope": "norm_scope", "dropout": "external_dropout", "norm": "norm",
+                "norm_kwargs": "norm_kwargs"},
+    }
 
     def __init__(
         self,
@@ -137,6 +154,12 @@ class GEAETLayer(Module):
         super().__init__()
         if mpnn is None and attn is None and not gea:
             raise ValueError("GEAETLayer needs at least one of 'mpnn', 'attn' and 'gea'")
+        for branch, given in (("mpnn", mpnn_kwargs), ("attn", attn_kwargs), ("gea", gea_kwargs)):
+            for key in given or {}:
+                if key in self.branch_arguments[branch]:
+                    raise ValueError(
+                        f"GEAETLayer: {branch}_kwargs[{key!r}] is set by the layer argument "
+                        f"{self.branch_arguments[branch][key]!r}; give it there")
         pick = lambda p: float(dropout if p is None else p)
         self.channels = channels
         self.heads = heads

@@ -147,7 +147,7 @@ class EdgeEncoding(Module):
     \mathbb{R}^H` the edge-feature embedding and :math:`\mathbf{W}^E_n \in \mathbb{R}^{H\times H}`
     a learnable matrix per hop; paths are cut after :math:`L` = :obj:`max_hops` edges
     (Graphormer's ``multi_hop_max_dist``). The data must keep at least :math:`L` edges per path
-    (``spd_path`` of width :math:`L' \geq L`, the PE spec ``spd:D`` keeps :math:`D`, ``spd:D,paths:P``
+    (``spd_path`` of width :math:`L' \geq L`, the PE spec ``spd:D`` keeps :math:`D`, ``spd:D:paths=P``
     keeps :math:`P`); a narrower ``spd_path`` raises :class:`ValueError` naming both values. Categorical edge features (``num_edge_types`` given):
     one embedding per column (a shared table with per-column offsets), averaged over columns, as
     Graphormer does; continuous features: a linear map to :math:`H`. Pairs without a path (the
@@ -204,7 +204,7 @@ class EdgeEncoding(Module):
             # A shorter path in the data would silently drop hops and break min(SPD, L) below.
             raise ValueError(f"EdgeEncoding reads up to max_hops={self.max_hops} edges per shortest path, but "
                              f"the data's 'spd_path' keeps only {spd_path.size(1)} edges; rebuild the data with "
-                             f"the PE spec 'spd:D,paths:{self.max_hops}' (or more paths) or lower max_hops")
+                             f"the PE spec 'spd:D:paths={self.max_hops}' (or more paths) or lower max_hops")
         e = self.embed_edges(edge_attr)
         P, L = spd_path.size(0), self.max_hops
         if e.size(0) == 0 or L == 0:

@@ -15,6 +15,7 @@ from torch_geometric.typing import OptTensor
 
 MODES = ("concat", "add")
 LAP_MODELS = ("deepset", "linear")
+SIGN_SCOPES = ("graph", "batch")
 
 
 def _batch_norm(bn: torch.nn.BatchNorm1d, h: Tensor, training: bool) -> Tensor:
@@ -73,9 +74,10 @@ class LapPEEncoder(_PEJoin):
         [s_j \mathbf{v}_j[i], \lambda_j] + \mathbf{b}_A\big) \qquad \text{(DeepSet)}
 
     with :math:`\phi` the rest of the MLP and :math:`s_j \in \{\pm 1\}` a random sign per
-    eigenvector drawn at every training forward (eigenvectors are defined up to sign); with
-    :obj:`batch` given, one sign per graph and eigenvector, otherwise one per eigenvector for the
-    whole batch (GraphGPS). No flip in evaluation. The GraphGPS DeepSet with
+    eigenvector drawn at every training forward (eigenvectors are defined up to sign): with
+    :obj:`sign_scope="graph"` and :obj:`batch` given, one sign per graph and eigenvector;
+    with :obj:`sign_scope="batch"` (or no :obj:`batch`), one per eigenvector for the whole batch
+    (GraphGPS and the GEAET code). No flip in evaluation. The GraphGPS DeepSet with
     :obj:`num_layers = L \ge 2` is ``Linear(2, 2·dim_pe) → act → [Linear(2·dim_pe, 2·dim_pe) → act]
     × (L−2) → Linear(2·dim_pe, dim_pe) → act`` (:math:`L = 1`: ``Linear(2, dim_pe) → act``);
     with ``dim_pe=16, num_layers=2`` it has 624 parameters, as in the paper's Peptides-Struct
@@ -110,6 +112,8 @@ class LapPEEncoder(_PEJoin):
         raw_norm (bool, optional): ``BatchNorm1d(k)`` on the raw pairs (GraphGPS option).
             (default: :obj:`False`)
         sign_flip (bool, optional): Random sign flips in training. (default: :obj:`True`)
+        sign_scope (str, optional): :obj:`"graph"` (a sign per graph) or :obj:`"batch"` (a sign
+            per mini-batch, the authors'). (default: :obj:`"graph"`)
 
     Shapes:
         - **input:** node features :math:`(N, F)` or :obj:`None`, eigenvectors :math:`(N, k)`,
@@ -121,8 +125,10 @@ class LapPEEncoder(_PEJoin):
                  k: int | None = None, in_channels: int | None = None,
                  out_channels: int | None = None, mode: str = "concat",
                  act: str | Any = "relu", raw_norm: bool = False,
-                 sign_flip: bool = True) -> None:
+                 sign_flip: bool = True, sign_scope: str = "graph") -> None:
         super().__init__(dim_pe, in_channels, out_channels, mode)
+        if sign_scope not in SIGN_SCOPES:
+            raise ValueError(f"'sign_scope' must be one of {SIGN_SCOPES}, got {sign_scope!r}")
         if model not in LAP_MODELS:
             raise ValueError(f"'model' must be one of {LAP_MODELS}, got {model!r}")
         if (model == "linear" or raw_norm) and k is None:
@@ -133,6 +139,7 @@ class LapPEEncoder(_PEJoin):
         self.num_layers = num_layers
         self.k = k
         self.sign_flip = sign_flip
+        self.sign_scope = sign_scope
         self.raw_norm = torch.nn.BatchNorm1d(k) if raw_norm and k is not None else None
         if model == "deepset":
             layers: list = []
@@ -181,7 +188,7 @@ class LapPEEncoder(_PEJoin):
         eigval = torch.where(valid, eigval, zero)
         if self.training and self.sign_flip:
             k = eigvec.size(1)
-            if batch is None:
+            if batch is None or self.sign_scope == "batch":
                 sign = torch.randint(0, 2, (1, k), device=eigvec.device).to(dtype) * 2 - 1
             else:
                 num_graphs = int(batch.max()) + 1 if batch.numel() > 0 else 0
@@ -205,7 +212,8 @@ class LapPEEncoder(_PEJoin):
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(dim_pe={self.dim_pe}, model={self.model!r}, "
-                f"num_layers={self.num_layers}, mode={self.mode!r})")
+                f"num_layers={self.num_layers}, mode={self.mode!r}, "
+                f"sign_flip={self.sign_flip}, sign_scope={self.sign_scope!r})")
 
 
 class RWPEEncoder(_PEJoin):

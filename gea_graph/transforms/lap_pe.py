@@ -13,6 +13,8 @@ from torch_geometric.transforms import BaseTransform
 
 from gea_graph.transforms._graphs import chunks, dense_adjacency, group_by_size, single_threaded
 
+PADDINGS = ("zero", "nan")
+
 
 class LapPE(BaseTransform):
     r"""Eigenvectors and eigenvalues of the graph Laplacian as positional encodings.
@@ -26,17 +28,22 @@ class LapPE(BaseTransform):
 
     *Non-trivial* means outside the null space of :math:`\mathbf{L}`. That null space has exactly one dimension per
     connected component (isolated nodes included), spanned by per-component indicator vectors (scaled by
-    :math:`\mathbf{D}^{1/2}` for ``"sym"``), which only say which component a node is in. So a graph with :math:`c`
-    components drops its :math:`c` smallest eigenpairs (found by counting components, not by thresholding
+    :math:`\mathbf{D}^{1/2}` for ``"sym"``), which only say which component a node is in. So by default a graph with
+    :math:`c` components drops its :math:`c` smallest eigenpairs (found by counting components, not by thresholding
     eigenvalues) and keeps the next :math:`k`. For a connected graph this is the usual "drop the first eigenvector".
-    Graphs with fewer than :math:`k + c` nodes are zero-padded, and ``lap_mask`` marks the real eigenpairs. Within a
-    repeated eigenvalue the basis is whatever LAPACK returns, and each eigenvector's sign is arbitrary: models should
-    flip signs at random during training.
+    With :obj:`keep_trivial=True` the :math:`k` smallest eigenpairs are kept, trivial ones (:math:`\lambda = 0`)
+    included, as GraphGPS and the GEAET code do. Graphs with fewer eigenpairs than :math:`k` are padded
+    (:obj:`padding`: zeros, or NaN as GraphGPS), and ``lap_mask`` marks the real eigenpairs. Eigenvalues are clamped
+    at 0 (rounding can make the trivial ones slightly negative). Within a repeated eigenvalue the basis is whatever
+    LAPACK returns, and each eigenvector's sign is arbitrary: models should flip signs at random during training.
+
+    The GEAET Peptides-struct LapPE (GraphGPS ``laplacian_norm: none``, ``max_freqs: 10``, geaet-notes §2.2) is
+    ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec ``"lap:10:norm=none:trivial=keep:pad=nan"``.
 
     Adds to each graph (see ``docs/design.md``):
 
-    - ``lap_eigvec`` :math:`(N, k)` float: unit-norm eigenvectors, zero-padded;
-    - ``lap_eigval`` :math:`(N, k)` float: their eigenvalues, repeated on every node, zero-padded;
+    - ``lap_eigvec`` :math:`(N, k)` float: unit-norm eigenvectors, padded;
+    - ``lap_eigval`` :math:`(N, k)` float: their eigenvalues, repeated on every node, padded;
     - ``lap_mask`` :math:`(N, k)` bool: :obj:`True` where the eigenpair exists.
 
     PyG's :class:`~torch_geometric.transforms.AddLaplacianEigenvectorPE` is not reused: it returns no eigenvalues,
@@ -48,15 +55,23 @@ class LapPE(BaseTransform):
         k (int): Number of eigenpairs kept.
         normalization (str, optional): :obj:`"sym"` for the symmetric normalised Laplacian, :obj:`None` for the
             combinatorial one. (default: :obj:`"sym"`)
+        keep_trivial (bool, optional): Keep the trivial eigenpairs (:math:`\lambda = 0`, one per component) among
+            the :math:`k`. (default: :obj:`False`)
+        padding (str, optional): Value of the padding, :obj:`"zero"` or :obj:`"nan"`. (default: :obj:`"zero"`)
     """
 
-    def __init__(self, k: int, normalization: str | None = "sym") -> None:
+    def __init__(self, k: int, normalization: str | None = "sym", keep_trivial: bool = False,
+                 padding: str = "zero") -> None:
         if k < 1:
             raise ValueError(f"LapPE needs k >= 1 eigenpairs, got k={k}")
         if normalization not in ("sym", None):
             raise ValueError(f"LapPE normalization must be 'sym' or None, got {normalization!r}")
+        if padding not in PADDINGS:
+            raise ValueError(f"LapPE padding must be one of {PADDINGS}, got {padding!r}")
         self.k = k
         self.normalization = normalization
+        self.keep_trivial = bool(keep_trivial)
+        self.padding = padding
 
     def forward(self, data: Data) -> Data:
         return self.forward_many([data])[0]
@@ -89,19 +104,22 @@ class LapPE(BaseTransform):
         with single_threaded():  # ascending eigenvalues, batched over the stack
             eigval, eigvec = (t.numpy() for t in torch.linalg.eigh(torch.from_numpy(lap)))
 
-        # Column j of the output is eigenpair (components + j) of each graph, when it exists.
-        cols = _num_components(adj)[:, None] + np.arange(k)[None, :]  # [G, k]
+        # Column j of the output is eigenpair (skipped + j) of each graph, when it exists.
+        skipped = np.zeros(num_graphs, np.int64) if self.keep_trivial else _num_components(adj)
+        cols = skipped[:, None] + np.arange(k)[None, :]  # [G, k]
         valid = cols < n
         cols = np.minimum(cols, n - 1)
-        val = np.take_along_axis(eigval, cols, axis=1) * valid  # [G, k]
+        fill = np.nan if self.padding == "nan" else 0.0
+        val = np.where(valid, np.maximum(np.take_along_axis(eigval, cols, axis=1), 0.0), fill)  # [G, k]
         vec = np.take_along_axis(eigvec, np.broadcast_to(cols[:, None, :], (num_graphs, n, k)), axis=2)
-        vec = vec * valid[:, None, :]
+        vec = np.where(valid[:, None, :], vec, fill)
         mask = np.broadcast_to(valid[:, None, :], (num_graphs, n, k))
         val = np.broadcast_to(val[:, None, :], (num_graphs, n, k))
         return vec.astype(np.float32), val.astype(np.float32), mask.copy()  # copies: writable, contiguous
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(k={self.k}, normalization={self.normalization!r})"
+        return (f"{self.__class__.__name__}(k={self.k}, normalization={self.normalization!r}, "
+                f"keep_trivial={self.keep_trivial}, padding={self.padding!r})")
 
 
 def _num_components(adj: np.ndarray) -> np.ndarray:

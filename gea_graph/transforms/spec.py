@@ -12,37 +12,67 @@ from gea_graph.transforms.lap_pe import LapPE
 from gea_graph.transforms.rw_pe import RWPE
 from gea_graph.transforms.spd import ShortestPathDistance
 
+
+def _lap(n: int, norm: str = "sym", trivial: str = "drop", pad: str = "zero") -> LapPE:
+    return LapPE(n, normalization=None if norm == "none" else norm, keep_trivial=trivial == "keep", padding=pad)
+
+
+def _spd(n: int, paths: str | None = None) -> ShortestPathDistance:
+    return ShortestPathDistance(max_distance=n, max_path=n if paths is None else int(paths))
+
+
 _KINDS = {
-    "lap": lambda n: LapPE(n),
+    "lap": _lap,
     "rw": lambda n: RWPE(n),
-    "spd": lambda n: ShortestPathDistance(max_distance=n),
+    "spd": _spd,
+}
+# Options of a kind (``KIND:N:key=value``) and their allowed values (``int``: a non-negative integer).
+_OPTIONS = {
+    "lap": {"norm": ("sym", "none"), "trivial": ("drop", "keep"), "pad": ("zero", "nan")},
+    "spd": {"paths": int},
 }
 
 
+def _allowed(values) -> str:
+    return "N" if values is int else "|".join(values)
+
+
+def _options(kind: str, texts: Sequence[str], item: str) -> dict[str, str]:
+    allowed = _OPTIONS.get(kind, {})
+    options = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        ok = key in allowed and (value.isdigit() if allowed[key] is int else value in allowed[key])
+        if not sep or not ok:
+            choices = "; ".join(f"{k}={_allowed(v)}" for k, v in allowed.items()) or "none"
+            raise ValueError(f"bad option {text!r} in positional-encoding item {item!r}: {kind} takes {choices}")
+        options[key] = value
+    return options
+
+
 def parse_pe(spec: str | None) -> Callable | None:
-    """Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
+    r"""Turns a spec such as ``"lap:8,rw:20"`` into a transform (:obj:`None` for an empty spec).
 
     Items are ``KIND:N`` with ``lap`` (:class:`LapPE` with ``k=N``), ``rw`` (:class:`RWPE` with ``walk_length=N``)
     or ``spd`` (:class:`ShortestPathDistance` with ``max_distance=N`` and paths of up to ``N`` edges), applied in the
-    order given. ``paths:P`` right after an ``spd`` item keeps ``P`` edges per path instead (e.g. ``"spd:20,paths:5"``
-    for a Graphormer with ``max_hops: 5``, a quarter of the storage of ``spd:20``).
+    order given. Options follow the size as ``:key=value``:
+
+    - ``lap:N[:norm=sym|none][:trivial=drop|keep][:pad=zero|nan]`` (defaults first): the Laplacian normalisation,
+      whether the trivial eigenpairs (:math:`\lambda = 0`) count among the ``N``, and the padding value of small
+      graphs. The GEAET/GraphGPS Peptides LapPE is ``lap:10:norm=none:trivial=keep:pad=nan``.
+    - ``spd:N[:paths=P]``: keep ``P`` edges per shortest path instead of ``N`` (e.g. ``spd:20:paths=5`` for a
+      Graphormer with ``max_hops: 5``, a quarter of the storage of ``spd:20``).
     """
     if spec is None or not spec.strip():
         return None
     transforms = []
     for item in spec.split(","):
-        kind, _, size = item.strip().partition(":")
-        if kind == "paths" and size.isdigit():
-            if not transforms or not isinstance(transforms[-1], ShortestPathDistance):
-                raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: 'paths:P' sets the path length "
-                                 f"of the 'spd:N' item just before it, e.g. 'spd:20,paths:5'")
-            transforms[-1] = ShortestPathDistance(transforms[-1].max_distance, int(size))
-            continue
+        kind, _, rest = item.strip().partition(":")
+        size, *texts = rest.split(":")
         if kind not in _KINDS or not size.isdigit():
             raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: expected KIND:N with KIND one of "
-                             f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20' (after 'spd:N' also "
-                             f"'paths:P')")
-        transforms.append(_KINDS[kind](int(size)))
+                             f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20'")
+        transforms.append(_KINDS[kind](int(size), **_options(kind, texts, item.strip())))
     return transforms[0] if len(transforms) == 1 else Compose(transforms)
 
 

@@ -267,7 +267,7 @@ def test_edge_units_need_edge_batch():
 def test_repr_and_reset():
     m = ExternalAttention(8, heads=2, units=3, edge_units=True)
     assert str(m) == ("ExternalAttention(8, heads=2, units=3, edge_units=True, shared_unit=False, "
-                      "norm_scope='graph', out_proj=False)")
+                      "norm_scope='graph', out_proj=False, eps=1e-09, edge_head_split='contiguous')")
     w = m.node_key.weight.clone()
     m.reset_parameters()
     assert not torch.equal(w, m.node_key.weight)
@@ -314,3 +314,33 @@ def test_fused_backward_matches_autograd_reference(cfg):
             assert g is None or g.abs().sum() == 0
         else:
             torch.testing.assert_close(g, gr)
+
+
+def _no_eps_reference(m, x):
+    """The authors' GEANet.forward written out with torch ops: batch softmax over dim 0, L1 with no epsilon."""
+    h = x.view(x.size(0), m.heads, m.head_channels)
+    p = torch.softmax(_lin(m.node_key, h), dim=0)
+    return _lin(m.node_value, p / p.sum(dim=2, keepdim=True)).reshape(x.size(0), -1)
+
+
+def test_eps_none_is_the_authors_l1_step_and_differs_at_large_activations():
+    torch.manual_seed(0)
+    ours = ExternalAttention(32, heads=4, norm_scope="batch")
+    authors = ExternalAttention(32, heads=4, norm_scope="batch", eps=None)
+    authors.load_state_dict(ours.state_dict())
+    x = 20.0 * torch.randn(400, 32)  # large activations: some nodes get tiny softmax values in every unit
+    out_authors, _ = authors(x)
+    torch.testing.assert_close(out_authors, _no_eps_reference(authors, x), rtol=1e-4, atol=1e-5)
+    out_ours, _ = ours(x)
+    assert (out_ours - out_authors).abs().max() > 0.1  # about 0.35 here
+    small = 0.5 * torch.randn(400, 32)  # ordinary activations: the epsilon is invisible
+    torch.testing.assert_close(ours(small)[0], authors(small)[0], rtol=1e-5, atol=1e-6)
+    assert "eps=None" in repr(authors)
+    with pytest.raises(ValueError, match="eps"):
+        ExternalAttention(32, heads=4, eps=-1.0)
+
+
+def test_double_normalize_without_eps_rows_sum_to_one():
+    logits = torch.randn(50, 2, 3) * 30
+    out = double_normalize(logits, eps=None)
+    torch.testing.assert_close(out.sum(-1), torch.ones(50, 2))

@@ -129,10 +129,27 @@ def test_gradients_dtypes_autocast_degenerate():
 
 def test_repr_reset():
     enc = LapPEEncoder(16)
-    assert str(enc) == "LapPEEncoder(dim_pe=16, model='deepset', num_layers=2, mode='concat')"
+    assert str(enc) == ("LapPEEncoder(dim_pe=16, model='deepset', num_layers=2, mode='concat', "
+                        "sign_flip=True, sign_scope='graph')")
     assert str(RWPEEncoder(16, 7)) == "RWPEEncoder(walk_length=16, dim_pe=7, norm=True, mode='concat')"
     w = enc.encoder[0].weight.detach().clone()
     enc.reset_parameters()
     assert not torch.equal(w, enc.encoder[0].weight)
     with pytest.raises(ValueError):
         LapPEEncoder(4, mode="sum")
+
+
+def test_sign_scope_batch_flips_all_graphs_alike():
+    torch.manual_seed(0)
+    vec = torch.randn(3, 4).repeat(2, 1)  # two identical 3-node graphs
+    val, mask = torch.rand(3, 4).repeat(2, 1), torch.ones(6, 4, dtype=torch.bool)
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    authors = LapPEEncoder(5, sign_scope="batch").train()
+    for _ in range(8):
+        out = authors(None, vec, val, mask, batch=batch)
+        torch.testing.assert_close(out[:3], out[3:])
+    ours = LapPEEncoder(5).train()
+    assert any(not torch.allclose(o[:3], o[3:]) for o in (ours(None, vec, val, mask, batch=batch)
+                                                          for _ in range(8)))
+    with pytest.raises(ValueError, match="sign_scope"):
+        LapPEEncoder(5, sign_scope="node")

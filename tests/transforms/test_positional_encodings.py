@@ -226,23 +226,26 @@ def test_batching_offsets_spd_index():
 
 def test_parse_pe_and_apply_many():
     t = parse_pe("lap:3,rw:4,spd:5")
-    assert isinstance(t, Compose) and repr(t.transforms[0]) == "LapPE(k=3, normalization='sym')"
+    assert isinstance(t, Compose) and repr(t.transforms[0]) == ("LapPE(k=3, normalization='sym', "
+                                                                           "keep_trivial=False, padding='zero')")
     assert parse_pe(None) is None and isinstance(parse_pe("rw:2"), RWPE)
     with pytest.raises(ValueError, match="KIND:N"):
         parse_pe("lap8")
-    with pytest.raises(ValueError, match="follow|just before"):
-        parse_pe("rw:4,paths:5")
+    with pytest.raises(ValueError, match="rw takes none"):
+        parse_pe("rw:4:paths=5")
+    with pytest.raises(ValueError, match="spd takes paths=N"):
+        parse_pe("spd:4:paths=x")
     out = apply_many(t, random_graphs(3, 4))
     assert all(hasattr(d, "lap_eigvec") and hasattr(d, "rw_pe") and hasattr(d, "spd") for d in out)
 
 
 def test_spd_spec_sets_the_path_length():
-    # 'spd:N' keeps paths of up to N edges (a Graphormer with max_hops N reads them all); 'paths:P' overrides it.
+    # 'spd:N' keeps paths of up to N edges (a Graphormer with max_hops N reads them all); ':paths=P' overrides it.
     spd = parse_pe("spd:20")
     assert isinstance(spd, ShortestPathDistance) and (spd.max_distance, spd.max_path) == (20, 20)
-    short = parse_pe("spd:20,paths:5")
+    short = parse_pe("spd:20:paths=5")
     assert (short.max_distance, short.max_path) == (20, 5)
-    both = parse_pe("rw:3,spd:8,paths:0")
+    both = parse_pe("rw:3,spd:8:paths=0")
     assert (both.transforms[1].max_distance, both.transforms[1].max_path) == (8, 0)
     path10 = spd(graph([(i, i + 1) for i in range(9)], 10))  # edge i is (i, i + 1)
     assert path10.spd_path[9].tolist() == list(range(9)) + [-1] * 11  # pair (0, 9): all nine edges

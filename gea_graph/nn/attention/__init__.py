@@ -23,22 +23,25 @@ from .plaplacian import PLaplacianAttention
 ATTENTIONS = ("softmax", "gfsa", "plaplacian", "agf")
 
 
-def attention_resolver(name: str, channels: int, heads: int, dropout: float = 0.0,
-                       **kwargs: Any) -> Module:
-    r"""Builds a global attention by name: ``"softmax"`` (:class:`MultiheadAttention`, also
-    ``"mha"`` / ``"multihead"``), ``"gfsa"`` (:class:`GFSA`), ``"plaplacian"``
-    (:class:`PLaplacianAttention`, also ``"p-laplacian"``), ``"agf"`` (:class:`AGFAttention`).
-    ``dropout`` is the attention dropout; ``kwargs`` go to the class."""
+def attention_class(name: str) -> type[Module]:
+    r"""The global attention class of a name: ``"softmax"`` (:class:`MultiheadAttention`, also
+    ``"mha"`` / ``"multihead"`` / ``"transformer"``), ``"gfsa"`` (:class:`GFSA`),
+    ``"plaplacian"`` (:class:`PLaplacianAttention`, also ``"p-laplacian"``), ``"agf"``
+    (:class:`AGFAttention`)."""
     key = name.lower().replace("_", "").replace("-", "")
     if key in ("softmax", "mha", "multihead", "transformer"):
-        return MultiheadAttention(channels, heads, dropout=dropout, **kwargs)
-    if key == "gfsa":
-        return GFSA(channels, heads, dropout=dropout, **kwargs)
-    if key == "plaplacian":
-        return PLaplacianAttention(channels, heads, dropout=dropout, **kwargs)
-    if key == "agf":
-        return AGFAttention(channels, heads, dropout=dropout, **kwargs)
+        return MultiheadAttention
+    classes = {"gfsa": GFSA, "plaplacian": PLaplacianAttention, "agf": AGFAttention}
+    if key in classes:
+        return classes[key]
     raise ValueError(f"Unknown attention '{name}' (choose from {', '.join(ATTENTIONS)})")
+
+
+def attention_resolver(name: str, channels: int, heads: int, dropout: float = 0.0,
+                       **kwargs: Any) -> Module:
+    r"""Builds the global attention :func:`attention_class` names; ``dropout`` is the attention
+    dropout, ``kwargs`` go to the class."""
+    return attention_class(name)(channels, heads, dropout=dropout, **kwargs)
 
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "GFSACoefficients",
     "MultiheadAttention",
     "PLaplacianAttention",
+    "attention_class",
     "attention_resolver",
     "from_dense",
     "key_padding_bias",
