@@ -21,7 +21,7 @@ public source. Fields of the graphs are fixed by ``docs/design.md`` (data schema
 from __future__ import annotations
 
 import os.path as osp
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from gea_graph.data.molecules import (
     PCQM4Mv2,
     PeptidesFunctional,
     PeptidesStructural,
+    UnknownAtomTypeError,
 )
 from gea_graph.data.safe_pickle import UnsafePickleError
 from gea_graph.data.tree import TreeNeighbourMatch
@@ -58,6 +59,15 @@ class DatasetInfo:
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: what differs from the papers' version of the dataset (printed under result tables), if anything
     caveat: str | None = None
+    #: the dataset options (keyword arguments) under which :attr:`caveat` applies; ``None``: always
+    caveat_options: dict[str, Any] | None = None
+
+    def caveat_for(self, options: Mapping[str, Any]) -> str | None:
+        """The caveat of a run that reads this dataset with keyword arguments :obj:`options`, or :obj:`None`."""
+        if self.caveat is None or (self.caveat_options is not None
+                                   and any(options.get(k) != v for k, v in self.caveat_options.items())):
+            return None
+        return self.caveat
 
 
 _LRGB_SOURCE = "LRGB (Dwivedi et al. 2022), Dropbox files of PyG's LRGBDataset"
@@ -65,9 +75,10 @@ _LRGB_SOURCE = "LRGB (Dwivedi et al. 2022), Dropbox files of PyG's LRGBDataset"
 DATASETS: dict[str, DatasetInfo] = {
     "zinc": DatasetInfo(ZINC, "graph regression", "MAE", "datamol-io/graphium ZINC_bench_gnn (Benchmarking GNNs)",
                         "zinc", mirror_dir="zinc-subset",
-                        caveat="Our ZINC graphs carry OGB's 9 atom / 3 bond features (from the SMILES); the papers use "
-                        "the Benchmarking-GNNs encoding (28 atom types, 4 bond types). The richer input makes the task "
-                        "easier, so the paper column is a reference point, not a like-for-like comparison."),
+                        caveat="These recipes read ZINC with `features: ogb` (OGB's 9 atom / 3 bond features); the "
+                        "papers use the Benchmarking-GNNs encoding (28 atom types, 4 bond types; our default, "
+                        "`features: bench`). The richer input makes the task easier, so their paper column is a "
+                        "reference point, not a like-for-like comparison.", caveat_options={"features": "ogb"}),
     "peptides-func": DatasetInfo(PeptidesFunctional, "10-task multi-label graph classification", "AP",
                                  _LRGB_SOURCE, "peptides-func", num_outputs=10, mirror_dir="peptides-func"),
     "peptides-struct": DatasetInfo(PeptidesStructural, "11-target graph regression", "MAE", _LRGB_SOURCE,
@@ -140,6 +151,7 @@ __all__ = [
     "RawFile",
     "RawFileError",
     "TreeNeighbourMatch",
+    "UnknownAtomTypeError",
     "UnsafePickleError",
     "atomic_torch_save",
     "availability",
