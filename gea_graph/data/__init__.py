@@ -5,11 +5,12 @@ Registry (for the training code and the ``gea-graph data`` command)::
     get_dataset(name: str, root: str | None = None, split: str = "train", pe: str | None = None,
                 transform=None, pre_transform=None, **kwargs) -> torch_geometric.data.InMemoryDataset
 
-- ``name``: a key of :data:`DATASETS` (``zinc``, ``peptides-func``, ``peptides-struct``, ``pcqm4mv2``,
+- ``name``: a key of :data:`DATASETS` (``zinc``, ``peptides-func``, ``peptides-struct``, ``pcqm4m``, ``pcqm4mv2``,
   ``pcqm-contact``, ``pascalvoc-sp``, ``coco-sp``, ``tree-r2`` ... ``tree-r7``), or ``tree`` with ``depth=``.
 - ``root``: data root (default ``$GEA_GRAPH_DATA``, else ``./datasets``).
 - ``split``: one of ``DATASETS[name].splits`` (``train``/``val``/``test`` for most; ``train``/``test`` for the
-  trees; ``train``/``val``/``test-dev``/``test-challenge`` for PCQM4Mv2, whose last two are unlabelled).
+  trees; ``train``/``val``/``test-dev``/``test-challenge`` for PCQM4Mv2, whose last two are unlabelled; PCQM4M's
+  ``test`` is unlabelled too).
 - ``pe``: positional encodings computed once as ``pre_transform`` and cached, e.g. ``"lap:8,rw:20"`` or
   ``"lap:8,rw:20,spd:20"`` (:func:`gea_graph.transforms.parse_pe`).
 - ``kwargs`` go to the dataset class (e.g. ``skip_invalid=True`` for molecules, ``seed=`` for trees).
@@ -32,6 +33,7 @@ from gea_graph.data.config import PathLike, data_root, mirror_root
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
 from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
 from gea_graph.data.molecules import (
+    PCQM4M,
     ZINC,
     InvalidSmilesError,
     MoleculeCSV,
@@ -83,6 +85,11 @@ DATASETS: dict[str, DatasetInfo] = {
                                  _LRGB_SOURCE, "peptides-func", num_outputs=10, mirror_dir="peptides-func"),
     "peptides-struct": DatasetInfo(PeptidesStructural, "11-target graph regression", "MAE", _LRGB_SOURCE,
                                    "peptides-struct", num_outputs=11, mirror_dir="peptides-struct"),
+    # Only the labelled splits: training then reads OGB's valid split as the test split too (the published PCQM4M
+    # numbers are valid MAEs); PCQM4M(split="test") still gives the hidden-label test graphs.
+    "pcqm4m": DatasetInfo(PCQM4M, "graph regression (HOMO-LUMO gap)", "MAE",
+                          "OGB-LSC 2021 pcqm4m_kddcup2021.zip", "pcqm4m_kddcup2021", splits=("train", "val"),
+                          mirror_dir="pcqm4m"),
     "pcqm4mv2": DatasetInfo(PCQM4Mv2, "graph regression (HOMO-LUMO gap)", "MAE", "OGB-LSC pcqm4m-v2.zip",
                             "pcqm4m-v2", splits=PCQM4Mv2.splits, mirror_dir="pcqm4mv2"),
     "pcqm-contact": DatasetInfo(PCQMContact, "inductive link prediction", "MRR", _LRGB_SOURCE, "pcqm-contact",
@@ -138,6 +145,7 @@ def availability(name: str, root: PathLike | None = None) -> str:
 __all__ = [
     "COCOSP",
     "DATASETS",
+    "PCQM4M",
     "ZINC",
     "CachedDataset",
     "DatasetInfo",
