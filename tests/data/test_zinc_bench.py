@@ -57,19 +57,18 @@ def test_all_12k_molecules_map_and_counts_equal_the_card(zinc):
     # protonated amine, stereocentre with H, carboxylate: N H3 + (10), C H1 (4), O - (7)
     ("[NH3+][C@@H](C)C(=O)[O-]", [10, 4, 0, 0, 1, 7], [1, 1, 1, 1, 1, 1, 2, 2, 1, 1]),
     # aromatic [nH] is plain N in the kekulé SMILES C1=CNC=C1; ring bonds are kekulised (2 double, 3 single)
-    ("c1cc[nH]c1", [0, 0, 0, 2, 0], None),
+    ("c1cc[nH]c1", [0, 0, 0, 2, 0], [1] * 6 + [2] * 4),
     # pyridinium [nH+] -> N H1 + (8); nitro: N + (12), O - (7); a stereocentre without H stays C
-    ("c1cc[nH+]cc1", [0, 0, 0, 8, 0, 0], None),
+    ("c1cc[nH+]cc1", [0, 0, 0, 8, 0, 0], [1] * 6 + [2] * 6),
     ("C[C@](F)(Cl)[N+](=O)[O-]", [0, 0, 3, 6, 12, 1, 7], [1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1]),
     ("CC#N", [0, 0, 2], [1, 1, 3, 3]),
 ])
 def test_hand_checked_molecules(smiles, atoms, bonds):
     got_atoms, got_bonds = bench(smiles)
     assert got_atoms == atoms
-    if bonds is not None:
-        assert got_bonds == bonds
-    else:
-        assert sorted(got_bonds) == sorted([1] * 6 + [2] * 4 if len(atoms) == 5 else [1] * 6 + [2] * 6)
+    # Chain molecules: bond ids in bond order (both directions); rings: which Kekulé structure RDKit picks is its
+    # choice, so only the multiset of ids is checked.
+    assert (got_bonds if "1" not in smiles else sorted(got_bonds)) == bonds
 
 
 def test_out_of_vocabulary_atom_and_malformed_smiles_are_clear_errors():
