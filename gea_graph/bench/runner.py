@@ -140,8 +140,10 @@ def markdown(runs: Sequence[BenchRun]) -> str:
             lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
                          f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {published} |")
         info = DATASETS.get(dataset)
-        if info is not None and info.caveat:
-            lines += ["", f"Note: {info.caveat}"]
+        flagged = [name for name, group in recipes.items()
+                   if info is not None and info.caveat_for(group[0].recipe.data.options) is not None]
+        if flagged:  # e.g. ZINC read with OGB features: only those rows are not comparable with the paper
+            lines += ["", f"Note ({', '.join(flagged)}): {info.caveat}"]
         lines.append("")
     if not by_dataset:
         lines.append("No complete runs.")

@@ -36,6 +36,14 @@ def build_once(shared_data_root: Path) -> Callable:
     return run
 
 
+@pytest.fixture(scope="session")
+def zinc(mirror, build_once) -> dict:
+    """The real ZINC-12k (default, Benchmarking-GNNs features) with LapPE-8 and RWPE-20, per split."""
+    from gea_graph.data import ZINC
+
+    return build_once("zinc", lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})
+
+
 @pytest.fixture
 def write_struct_csv() -> Callable:
     """``write(path, smiles)`` writes a Peptides-struct CSV in LRGB's format with random targets; returns the table."""
