@@ -111,37 +111,37 @@ def _gcn_block(block: str, dataset: str, heads: int) -> str:
 
 register(Suite(
     "geaet-table2",
-    "GEAET Table 2: GCN / GINE / GatedGCN, each +/- GEANet, no PE, on VOC, COCO, Peptides-struct/func, PCQM-Contact",
+    "GEAET Table 2: GCN/GINE/GatedGCN +/- GEANet, no PE; VOC, COCO, Peptides x2, PCQM-Contact",
     tuple(name for dataset in LRGB for mpnn in MPNNS
           for name in (f"{mpnn}-{dataset}", _mpnn_geanet(mpnn, dataset, "nope")))))
 register(Suite(
     "geaet-table3-zinc",
-    "GEAET Table 3, ZINC column: GCN / GIN / GatedGCN +/- GEANet, no PE (28-atom-type bench encoding)",
+    "GEAET Table 3, ZINC: GCN/GIN/GatedGCN +/- GEANet, no PE (28-atom-type encoding)",
     tuple(name for mpnn in ("gcn", "gin", "gatedgcn") for name in (f"{mpnn}-zinc", f"{mpnn}-geanet-zinc"))))
 register(Suite(
     "geaet-table7",
-    "GEAET Table 7: GCN+Transformer vs GCN+GEANet with 2/3/4/6/8 heads, LapPE, Peptides-struct/func (exact counts)",
+    "GEAET Table 7: GCN+Transformer vs GCN+GEANet, 2/3/4/6/8 heads, LapPE, Peptides x2",
     tuple(_gcn_block(block, dataset, heads) for dataset in PEPTIDES for block in ("transformer", "geanet")
           for heads in HEADS)))
 register(Suite(
     "geaet-table8",
-    "GEAET Table 8: GCN+Transformer vs GCN+GEANet with no PE / RWPE / LapPE, 4 heads, Peptides (exact counts)",
+    "GEAET Table 8: GCN+Transformer vs GCN+GEANet, no PE/RWPE/LapPE, 4 heads, Peptides x2",
     tuple(f"gcn-{block}-{dataset}-{pe}" for dataset in PEPTIDES for block in ("transformer", "geanet")
           for pe in ("nope", "rwpe", "h4"))))
 register(Suite(
     "geaet-table9",
-    "GEAET Table 9: PCQM-Contact Hits@1/3/10 and MRR (raw and filtered), GCN / GINE / GatedGCN / Transformer / GEAET",
+    "GEAET Table 9: PCQM-Contact Hits@1/3/10, MRR raw + filtered; 4 baselines and GEAET",
     tuple(f"{model}-pcqm-contact" for model in ("gatedgcn", "transformer", "gcn", "gine", "geaet"))))
 register(Suite(
     "geaet-table10",
-    "GEAET Table 10: GCN / GINE / GatedGCN, alone and + GEANet with no PE / LapPE / RWPE, on VOC and Peptides",
+    "GEAET Table 10: GCN/GINE/GatedGCN, + GEANet x no PE/LapPE/RWPE; VOC, Peptides x2",
     tuple(name for dataset in ("pascalvoc-sp", *PEPTIDES) for mpnn in MPNNS
           for name in (f"{mpnn}-{dataset}", *(_mpnn_geanet(mpnn, dataset, pe) for pe in ("nope", "lappe", "rwpe"))))))
 register(Suite(
     "gfsa-zinc",
-    "GFSA Table 14: Graphormer vs Graphormer+GFSA on ZINC (GraphormerSLIM, 10k epochs)",
+    "GFSA Table 14: Graphormer vs Graphormer+GFSA on ZINC (GraphormerSLIM)",
     ("graphormer-zinc", "graphormer-gfsa-zinc")))
 register(Suite(
     "gfsa-pcqm4mv2",
-    "GFSA Table 15: Graphormer vs Graphormer+GFSA on PCQM4Mv2 (48.3M parameters, validation MAE)",
+    "GFSA Table 15: Graphormer vs Graphormer+GFSA on PCQM4Mv2 (48.3M params, val MAE)",
     ("graphormer-pcqm4mv2", "graphormer-gfsa-pcqm4mv2")))

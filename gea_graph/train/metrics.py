@@ -67,7 +67,8 @@ class LinkRanking(Metric):
       :math:`i` itself) compete with :math:`j`;
     * **filtered** (keys ``mrr_filtered``, ``hits@k_filtered``; Tönshoff et al. 2023, "Where Did the Gap Go?"): the
       other true partners of :math:`i` are removed from :math:`\mathcal{C}_{ij}` (the usual filtered setting of
-      knowledge-graph completion).
+      knowledge-graph completion); :math:`i` itself stays a candidate, as in the ``_filtered`` values of LRGB's
+      current code (its ``_filtered_noself`` variant, which also drops :math:`i`, is not computed here).
 
     Ties count against the true partner. As LRGB, each graph's pairs are averaged first, then the graphs (graphs
     without a positive pair are skipped). ``update(scores, targets)`` takes :func:`link_scores`' output; ``compute()``
@@ -163,7 +164,7 @@ def make_metric(name: str, cfg: ModelConfig) -> Metric:
     return LinkRanking()
 
 
-def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor]:
+def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor | LinkTargets]:
     r"""Predictions and targets in the shapes the loss and metric take (regression ``[B, T]`` float, classes
     ``[M, C]`` logits with ``[M]`` long targets, multi-label ``[B, T]`` logits with ``[B, T]`` long targets, link
     ranking ``[P, N_max]`` scores with :class:`LinkTargets`)."""
@@ -192,7 +193,7 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     return F.cross_entropy
 
 
-def metric_input(name: str, pred: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+def metric_input(name: str, pred: Tensor, target: Tensor | LinkTargets) -> tuple[Tensor, Tensor | LinkTargets]:
     r"""Casts predictions/targets for the torchmetrics update (float32 predictions, long labels)."""
     pred = pred.detach().float()
     if name == "ap":
