@@ -28,11 +28,11 @@ def rwpe(walk: int, dim_pe: int, norm: bool) -> int:
 
 def peptides_count(d: int, block: str, heads: int = 4, units: int | None = None, pe: str = "lappe",
                    ffn: bool = False, head_layers: int = 3, outputs: int = 11, walk: int = 10, dim_pe: int = 16,
-                   rw_norm: bool = True) -> int:
+                   rw_norm: bool = True, bond: bool = True) -> int:
     r"""Parameters of the GEAET Peptides model with a ``block`` (``transformer`` or ``geanet``) beside GCN."""
     pe_dim, pe_params = {"lappe": (16, LAPPE_DEEPSET), "rwpe": (dim_pe, rwpe(walk, dim_pe, rw_norm)),
                          "nope": (0, 0)}[pe]
-    encoders = ATOM_VOCAB * (d - pe_dim) + pe_params + BOND_VOCAB * d
+    encoders = ATOM_VOCAB * (d - pe_dim) + pe_params + BOND_VOCAB * d * bond
     gcn = d * d + d
     if block == "transformer":
         branch = 4 * d * d + 4 * d  # in-projection 3d x d + 3d, out-projection d x d + d
@@ -86,21 +86,25 @@ def test_func_models_have_one_output_less(name):
 
 
 def solutions(published: int, block: str, heads: int, pe: str) -> set:
-    r"""Every (d, FFN, head layers) whose model has ``published`` parameters (S = d/H for GEANet)."""
+    r"""Every (d, S, FFN, head layers, bond encoder) whose model has ``published`` parameters (S = d/H)."""
     found = set()
     for d in range(heads, 600, heads):
-        for ffn in (False, True):
-            for head_layers in (1, 2, 3):
-                if peptides_count(d, block, heads, None, pe, ffn, head_layers) == published:
-                    found.add((d, ffn, head_layers))
+        for s in (d // heads,):
+            for ffn in (False, True):
+                for head_layers in (1, 2, 3):
+                    for bond in (False, True):
+                        if peptides_count(d, block, heads, s, pe, ffn, head_layers, bond=bond) == published:
+                            found.add((d, s, ffn, head_layers, bond))
     return found
 
 
 def test_derivation_has_exactly_one_solution_per_count():
     for name, (published, block, heads, pe) in TABLE_7_8.items():
         d = 224 if heads == 8 and block == "geanet" else 228 if block == "geanet" else 120
-        assert solutions(published, block, heads, pe) == {(d, False, 3)}, name
+        assert solutions(published, block, heads, pe) == {(d, d // heads, False, 3, True)}, name
         assert load_recipe(name).model.hidden == d
+    # without the authors' S = d/H the 2-head count has other solutions (e.g. d=228, S=152, a 2-layer head)
+    assert peptides_count(228, "geanet", 2, units=152, head_layers=2) == 626_219
 
 
 def test_rwpe_counts_fix_walk_length_and_width():
