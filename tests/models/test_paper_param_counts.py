@@ -89,12 +89,12 @@ def solutions(published: int, block: str, heads: int, pe: str) -> set:
     r"""Every (d, S, FFN, head layers, bond encoder) whose model has ``published`` parameters (S = d/H)."""
     found = set()
     for d in range(heads, 600, heads):
-        for s in (d // heads,):
-            for ffn in (False, True):
-                for head_layers in (1, 2, 3):
-                    for bond in (False, True):
-                        if peptides_count(d, block, heads, s, pe, ffn, head_layers, bond=bond) == published:
-                            found.add((d, s, ffn, head_layers, bond))
+        s = d // heads
+        for ffn in (False, True):
+            for head_layers in (1, 2, 3):
+                for bond in (False, True):
+                    if peptides_count(d, block, heads, s, pe, ffn, head_layers, bond=bond) == published:
+                        found.add((d, s, ffn, head_layers, bond))
     return found
 
 
