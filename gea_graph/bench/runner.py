@@ -6,9 +6,10 @@ whose ``result.json`` exists is skipped, a run with only ``checkpoints/last.ckpt
 
 Outputs in ``DIR``:
 
-- ``results.csv``: one row per run (:data:`CSV_COLUMNS`);
-- ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe, with the published
-  number beside it where the recipe copies a paper;
+- ``results.csv``: one row per run (:data:`CSV_COLUMNS`, then ``test_<key>`` for each further value of a metric
+  that computes several, e.g. PCQM-Contact's ``test_hits@1`` ... ``test_mrr_filtered``);
+- ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe and its parameter count,
+  with the published number (and the published further values) beside it where the recipe copies a paper;
 - ``curves.png``: validation (solid) and test (dashed) metric against epoch, one panel per recipe, one line per seed.
 """
 from __future__ import annotations
@@ -91,6 +92,11 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
 # -- reports --------------------------------------------------------------------------------------------------------
 
 
+def more_keys(results: Sequence[dict]) -> list[str]:
+    r"""The further metric values (``test_more`` of ``result.json``) that the results hold, in first-seen order."""
+    return list(dict.fromkeys(key for res in results for key in res.get("test_more", {})))
+
+
 def result_rows(runs: Sequence[BenchRun]) -> list[dict[str, object]]:
     r"""The ``results.csv`` rows of the complete runs."""
     rows = []
@@ -101,7 +107,8 @@ def result_rows(runs: Sequence[BenchRun]) -> list[dict[str, object]]:
         rows.append({"recipe": res["recipe"], "dataset": res["dataset"], "seed": res["seed"],
                      "params": res["params"], "epochs": res["epochs"], "best_val_epoch": res["best_epoch"],
                      "val_metric": res["val"], "test_metric": res["test"], "train_time_s": res["train_time_s"],
-                     "peak_memory_mb": res["peak_memory_mb"], "metric": res["metric"]})
+                     "peak_memory_mb": res["peak_memory_mb"], "metric": res["metric"],
+                     **{f"test_{k}": v for k, v in res.get("test_more", {}).items()}})
     return rows
 
 
@@ -116,6 +123,20 @@ def _fmt(values: Sequence[float]) -> str:
     return f"{mean:.4f} ± {std:.4f}"
 
 
+def _fmt_more(results: Sequence[dict], key: str) -> str:
+    values = [res.get("test_more", {}).get(key) for res in results]
+    return _fmt(values) if None not in values else "–"
+
+
+def _published(paper) -> str:
+    if paper is None:
+        return "–"
+    text = f"{paper.value:.4f}" + (f" ± {paper.std:.4f}" if paper.std is not None else "")
+    for key, (mean, std) in paper.extra.items():
+        text += f"; {key} {mean:.4f} ± {std:.4f}"
+    return text + f" ({paper.metric}; {paper.source})"
+
+
 def markdown(runs: Sequence[BenchRun]) -> str:
     r"""``results.md``: a table per dataset, one line per recipe (mean ± std over its complete seeds)."""
     by_dataset: dict[str, dict[str, list[BenchRun]]] = defaultdict(lambda: defaultdict(list))
@@ -127,18 +148,17 @@ def markdown(runs: Sequence[BenchRun]) -> str:
     for dataset, recipes in by_dataset.items():
         first = next(iter(recipes.values()))[0].result
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
+        more = more_keys([r.result for group in recipes.values() for r in group])
         lines += [f"## {dataset} ({first['metric']}, {direction})", "",
-                  "| recipe | params | seeds | epochs | val | test | paper |", "|---|---|---|---|---|---|---|"]
+                  "| recipe | params | seeds | epochs | val | test | " + "".join(f"test {k} | " for k in more)
+                  + "paper |", "|---" * (7 + len(more)) + "|"]
         for name, group in recipes.items():
             res = [r.result for r in group]
-            paper = group[0].recipe.paper
-            published = "–"
-            if paper is not None:
-                published = f"{paper.value:.4f}" + (f" ± {paper.std:.4f}" if paper.std is not None else "")
-                published += f" ({paper.metric}; {paper.source})"
             epochs = sorted({r["epochs"] for r in res})
+            extra = "".join(f"{_fmt_more(res, key)} | " for key in more)
             lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
-                         f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {published} |")
+                         f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {extra}"
+                         f"{_published(group[0].recipe.paper)} |")
         info = DATASETS.get(dataset)
         flagged = [name for name, group in recipes.items()
                    if info is not None and info.caveat_for(group[0].recipe.data.options) is not None]
@@ -183,10 +203,12 @@ def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
 
 def write_reports(runs: Sequence[BenchRun], out: Path) -> None:
     r"""Writes ``results.csv``, ``results.md`` and ``curves.png`` into ``out``."""
+    rows = result_rows(runs)
+    more = more_keys([run.result for run in runs if run.result is not None])
     with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
+        writer = csv.DictWriter(f, fieldnames=[*CSV_COLUMNS, *(f"test_{k}" for k in more)])
         writer.writeheader()
-        writer.writerows(result_rows(runs))
+        writer.writerows(rows)
     (out / "results.md").write_text(markdown(runs))
     plot_curves(runs, out / "curves.png")
 

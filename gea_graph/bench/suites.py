@@ -85,3 +85,63 @@ register(Suite(
     "TreeNeighbourMatch accuracy vs depth, 5 models x r=2..7 (GEAET Fig. 7)",
     tuple(f"{m}-tree-r{d}" for m in TREE_MODELS for d in TREE_DEPTHS),
     plot="depth"))
+
+# GEAET (Liang et al., 2024) and GFSA (Choi et al., 2024) tables; the recipes are written by
+# scripts/make_paper_recipes.py (see its docstring for the rows that hand-written recipes cover).
+MPNNS = ("gcn", "gine", "gatedgcn")
+LRGB = ("pascalvoc-sp", "coco-sp", "peptides-struct", "peptides-func", "pcqm-contact")
+PEPTIDES = ("peptides-struct", "peptides-func")
+HEADS = (2, 3, 4, 6, 8)
+
+
+def _mpnn_geanet(mpnn: str, dataset: str, pe: str) -> str:
+    r"""The recipe of an MPNN + GEANet row (``pe``: ``nope``, ``lappe`` or ``rwpe``)."""
+    if dataset.startswith("peptides") and mpnn == "gcn":
+        return f"gcn-geanet-{dataset}-{'h4' if pe == 'lappe' else pe}"
+    if dataset in ("coco-sp", "pcqm-contact") or (dataset.startswith("peptides") and pe == "lappe"):
+        return f"{mpnn}-geanet-{dataset}"
+    return f"{mpnn}-geanet-{dataset}-{pe}"
+
+
+def _gcn_block(block: str, dataset: str, heads: int) -> str:
+    if (block, heads) == ("geanet", 8):
+        return "geaet-peptides-struct" if dataset == "peptides-struct" else "gcn-geanet-peptides-func"
+    return f"gcn-{block}-{dataset}-h{heads}"
+
+
+register(Suite(
+    "geaet-table2",
+    "GEAET Table 2: GCN/GINE/GatedGCN +/- GEANet, no PE; VOC, COCO, Peptides x2, PCQM-Contact",
+    tuple(name for dataset in LRGB for mpnn in MPNNS
+          for name in (f"{mpnn}-{dataset}", _mpnn_geanet(mpnn, dataset, "nope")))))
+register(Suite(
+    "geaet-table3-zinc",
+    "GEAET Table 3, ZINC: GCN/GIN/GatedGCN +/- GEANet, no PE (28-atom-type encoding)",
+    tuple(name for mpnn in ("gcn", "gin", "gatedgcn") for name in (f"{mpnn}-zinc", f"{mpnn}-geanet-zinc"))))
+register(Suite(
+    "geaet-table7",
+    "GEAET Table 7: GCN+Transformer vs GCN+GEANet, 2/3/4/6/8 heads, LapPE, Peptides x2",
+    tuple(_gcn_block(block, dataset, heads) for dataset in PEPTIDES for block in ("transformer", "geanet")
+          for heads in HEADS)))
+register(Suite(
+    "geaet-table8",
+    "GEAET Table 8: GCN+Transformer vs GCN+GEANet, no PE/RWPE/LapPE, 4 heads, Peptides x2",
+    tuple(f"gcn-{block}-{dataset}-{pe}" for dataset in PEPTIDES for block in ("transformer", "geanet")
+          for pe in ("nope", "rwpe", "h4"))))
+register(Suite(
+    "geaet-table9",
+    "GEAET Table 9: PCQM-Contact Hits@1/3/10, MRR raw + filtered; 4 baselines and GEAET",
+    tuple(f"{model}-pcqm-contact" for model in ("gatedgcn", "transformer", "gcn", "gine", "geaet"))))
+register(Suite(
+    "geaet-table10",
+    "GEAET Table 10: GCN/GINE/GatedGCN, + GEANet x no PE/LapPE/RWPE; VOC, Peptides x2",
+    tuple(name for dataset in ("pascalvoc-sp", *PEPTIDES) for mpnn in MPNNS
+          for name in (f"{mpnn}-{dataset}", *(_mpnn_geanet(mpnn, dataset, pe) for pe in ("nope", "lappe", "rwpe"))))))
+register(Suite(
+    "gfsa-zinc",
+    "GFSA Table 14: Graphormer vs Graphormer+GFSA on ZINC (GraphormerSLIM)",
+    ("graphormer-zinc", "graphormer-gfsa-zinc")))
+register(Suite(
+    "gfsa-pcqm4mv2",
+    "GFSA Table 15: Graphormer vs Graphormer+GFSA on PCQM4Mv2 (48.3M params, val MAE)",
+    ("graphormer-pcqm4mv2", "graphormer-gfsa-pcqm4mv2")))

@@ -1,5 +1,6 @@
 r"""``gea-graph info RECIPE [overrides]``: build a recipe's model without data, print its layers and, as the last
-line, ``params: N``."""
+line, ``params: N`` (with the published count beside it when the recipe copies a paper's row that prints one:
+``params: 490,571 (paper: 490,571)``)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def params_line(count: int, published: int | None = None, rtol: float = 0.0) -> str:
+    r"""``params: N``, with ``(paper: M)`` when a published count is given and ``(paper: M, within x%)`` or
+    ``(paper: M, off by x%)`` when the paper gives an approximate budget (``rtol > 0``) or the counts differ."""
+    line = f"params: {count:,}"
+    if published is None:
+        return line
+    note = f"paper: {published:,}"
+    if count != published:
+        off = abs(count - published) / published
+        note += f", {'within' if off <= rtol else 'off by'} {100 * off:.2g}%"
+    return f"{line} ({note})"
+
+
 def run(args: argparse.Namespace) -> int:
     from gea_graph.models import build_model, count_parameters
     from gea_graph.train.recipe import load_recipe
@@ -21,5 +35,7 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(recipe.model)
     print(f"recipe: {recipe.name} (dataset: {recipe.data.label})")
     print(model)
-    print(f"params: {count_parameters(model)}")
+    paper = recipe.paper
+    published = paper.params if paper is not None else None
+    print(params_line(count_parameters(model), published, paper.params_rtol if paper is not None else 0.0))
     return 0

@@ -3,7 +3,7 @@ r"""Training: recipes, the LightningModule, metrics, and one run (:func:`fit`) w
 >>> from gea_graph.train import load_recipe, fit
 >>> result = fit(load_recipe("geaet-zinc-quick", ["trainer.max_epochs=2"]), "runs/quick")   # doctest: +SKIP
 """
-from gea_graph.train.metrics import HIGHER_IS_BETTER, MeanReciprocalRank
+from gea_graph.train.metrics import HIGHER_IS_BETTER, LinkRanking, LinkTargets
 from gea_graph.train.module import GraphTask, cosine_with_warmup, polynomial_with_warmup
 from gea_graph.train.recipe import (
                                     DataConfig,
@@ -32,7 +32,8 @@ __all__ = [
                                     "CheckpointError",
                                     "DataConfig",
                                     "GraphTask",
-                                    "MeanReciprocalRank",
+                                    "LinkRanking",
+                                    "LinkTargets",
                                     "OptimConfig",
                                     "PaperConfig",
                                     "Recipe",

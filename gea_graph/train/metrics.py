@@ -2,6 +2,7 @@ r"""Losses and evaluation metrics by task (torchmetrics, so that they synchronis
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -20,12 +21,22 @@ _AUTO_METRIC = {"graph_regression": "mae", "graph_classification": "accuracy", "
                 "node_classification": "f1", "target_node": "accuracy", "link_ranking": "mrr"}
 
 
-def link_scores(emb: Tensor, batch) -> tuple[Tensor, Tensor]:
+class LinkTargets(NamedTuple):
+    r"""What :func:`link_scores` ranks against: for each of the :math:`P` positive pairs ``(i, j)``, the candidate
+    column of ``j`` (``index [P]`` long), the candidates that are true partners of ``i`` (``positives [P, N_max]``
+    bool, ``j`` included) and the graph of the pair (``graph [P]`` long)."""
+
+    index: Tensor
+    positives: Tensor
+    graph: Tensor
+
+
+def link_scores(emb: Tensor, batch) -> tuple[Tensor, LinkTargets]:
     r"""Candidate scores for link ranking (PCQM-Contact): for every positive pair ``(i, j)`` of
     ``batch.edge_label_index`` (those with ``edge_label == 1`` when labels are given), the dot products of ``emb[i]``
-    with every node of ``i``'s graph (raw ranking against all nodes), and the position of ``j`` among them.
-    Returns ``(scores [P, N_max] with -inf padding, target [P] long)``."""
-    from torch_geometric.utils import to_dense_batch
+    with every node of ``i``'s graph (``i`` itself included, as LRGB), and the :class:`LinkTargets` of the pairs.
+    Returns ``(scores [P, N_max] with -inf padding, targets)``."""
+    from torch_geometric.utils import to_dense_adj, to_dense_batch
 
     dense, mask = to_dense_batch(emb, batch.batch, batch_size=batch.num_graphs)  # [B, N, C]
     pairs = batch.edge_label_index
@@ -36,29 +47,79 @@ def link_scores(emb: Tensor, batch) -> tuple[Tensor, Tensor]:
     graph = batch.batch[src]
     scores = torch.einsum("pc,pnc->pn", emb[src], dense[graph])
     scores = scores.masked_fill(~mask[graph], float("-inf"))
-    target = dst - batch.ptr[graph]
-    return scores, target
+    partners = to_dense_adj(pairs, batch.batch, batch_size=batch.num_graphs, max_num_nodes=dense.size(1)) > 0
+    positives = partners[graph, src - batch.ptr[graph]]  # [P, N]: the true partners of each pair's source
+    return scores, LinkTargets(dst - batch.ptr[graph], positives, graph)
 
 
-class MeanReciprocalRank(Metric):
-    r"""Mean reciprocal rank of the true candidate (ties count against it: rank = 1 + #scores >= true, minus 1)."""
+class LinkRanking(Metric):
+    r"""Ranking metrics of inductive link prediction (PCQM-Contact, LRGB): Hits@1, Hits@3, Hits@10 and the mean
+    reciprocal rank of the true partner :math:`j` of each positive pair :math:`(i, j)` among the nodes of the graph,
+    scored by :math:`\mathbf{h}_i^\top \mathbf{h}_c`:
+
+    .. math::
+        \mathrm{rank}(i, j) = 1 + \big|\{c \in \mathcal{C}_{ij} : s_{ic} \ge s_{ij}\}\big|, \qquad
+        \mathrm{MRR} = \frac{1}{|\mathcal{G}|} \sum_{G} \frac{1}{P_G} \sum_{(i, j) \in G}
+        \frac{1}{\mathrm{rank}(i, j)}
+
+    * **raw** (keys ``mrr``, ``hits@k``; what LRGB's code computes and the published tables report):
+      :math:`\mathcal{C}_{ij}` = every node of the graph but :math:`j`, so the other true partners of :math:`i` (and
+      :math:`i` itself) compete with :math:`j`;
+    * **filtered** (keys ``mrr_filtered``, ``hits@k_filtered``; Tönshoff et al. 2023, "Where Did the Gap Go?"): the
+      other true partners of :math:`i` are removed from :math:`\mathcal{C}_{ij}` (the usual filtered setting of
+      knowledge-graph completion); :math:`i` itself stays a candidate, as in the ``_filtered`` values of LRGB's
+      current code (its ``_filtered_noself`` variant, which also drops :math:`i`, is not computed here).
+
+    Ties count against the true partner. As LRGB, each graph's pairs are averaged first, then the graphs (graphs
+    without a positive pair are skipped). ``update(scores, targets)`` takes :func:`link_scores`' output; ``compute()``
+    returns a dictionary of the eight values.
+    """
 
     higher_is_better = True
     full_state_update = False
+    KEYS = ("mrr", "hits@1", "hits@3", "hits@10", "mrr_filtered", "hits@1_filtered", "hits@3_filtered",
+            "hits@10_filtered")
 
     def __init__(self) -> None:
         super().__init__()
-        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("total", torch.zeros(len(self.KEYS), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("graphs", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update(self, scores: Tensor, target: Tensor) -> None:
-        true = scores.gather(1, target.view(-1, 1))
-        rank = (scores >= true).sum(dim=1)
-        self.total += (1.0 / rank.double()).sum()
-        self.count += target.numel()
+    @staticmethod
+    def ranks(scores: Tensor, targets: LinkTargets) -> tuple[Tensor, Tensor]:
+        r"""Raw and filtered ranks ``[P]`` of the true partners."""
+        true = scores.gather(1, targets.index.view(-1, 1))
+        beats = scores >= true  # the true partner itself included: rank = 1 + others
+        raw = beats.sum(dim=1)
+        filtered = 1 + (beats & ~targets.positives).sum(dim=1)
+        return raw, filtered
 
-    def compute(self) -> Tensor:
-        return (self.total / self.count.clamp(min=1)).float()
+    def update(self, scores: Tensor, targets: LinkTargets) -> None:
+        if targets.index.numel() == 0:
+            return
+        raw, filtered = self.ranks(scores, targets)
+        per_pair = []
+        for rank in (raw, filtered):
+            rank = rank.double()
+            per_pair += [1.0 / rank, (rank <= 1).double(), (rank <= 3).double(), (rank <= 10).double()]
+        values = torch.stack(per_pair, dim=1)  # [P, 8]
+        graph, inverse = targets.graph.unique(return_inverse=True)
+        sums = values.new_zeros(graph.numel(), values.size(1)).index_add_(0, inverse, values)
+        pairs = torch.bincount(inverse, minlength=graph.numel()).double()
+        self.total += (sums / pairs.unsqueeze(1)).sum(dim=0)
+        self.graphs += graph.numel()
+
+    def compute(self) -> dict[str, Tensor]:
+        mean = (self.total / self.graphs.clamp(min=1)).float()
+        return dict(zip(self.KEYS, mean.unbind()))
+
+
+def metric_values(name: str, value: Tensor | dict[str, Tensor]) -> tuple[float, dict[str, float]]:
+    r"""The headline value of metric ``name`` and, for a metric that computes several (:class:`LinkRanking`), the
+    others by key (``{}`` otherwise)."""
+    if isinstance(value, dict):
+        return float(value[name]), {key: float(v) for key, v in value.items() if key != name}
+    return float(value), {}
 
 
 #: loss names a recipe may give as ``trainer.loss``
@@ -90,7 +151,8 @@ def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> 
 
 def make_metric(name: str, cfg: ModelConfig) -> Metric:
     r"""A fresh torchmetrics metric: ``mae``, ``accuracy`` (micro), ``ap`` (macro multi-label average precision,
-    as LRGB), ``f1`` (macro, as LRGB's VOC/COCO), ``mrr``."""
+    as LRGB), ``f1`` (macro, as LRGB's VOC/COCO), ``mrr`` (:class:`LinkRanking`: the raw MRR, with Hits@k and the
+    filtered values beside it)."""
     if name == "mae":
         return torchmetrics.MeanAbsoluteError()
     if name == "accuracy":
@@ -99,13 +161,13 @@ def make_metric(name: str, cfg: ModelConfig) -> Metric:
         return torchmetrics.AveragePrecision(task="multilabel", num_labels=cfg.out_channels, average="macro")
     if name == "f1":
         return torchmetrics.F1Score(task="multiclass", num_classes=cfg.out_channels, average="macro")
-    return MeanReciprocalRank()
+    return LinkRanking()
 
 
-def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor]:
+def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor | LinkTargets]:
     r"""Predictions and targets in the shapes the loss and metric take (regression ``[B, T]`` float, classes
     ``[M, C]`` logits with ``[M]`` long targets, multi-label ``[B, T]`` logits with ``[B, T]`` long targets, link
-    ranking ``[P, N_max]`` scores with ``[P]`` targets)."""
+    ranking ``[P, N_max]`` scores with :class:`LinkTargets`)."""
     if task == "link_ranking":
         return link_scores(pred, batch)
     y = batch.y
@@ -126,10 +188,12 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
         return lambda p, y: F.binary_cross_entropy_with_logits(p, y.to(p.dtype))
     if name == "wce":
         return class_balanced_cross_entropy
-    return F.cross_entropy  # "ce" and "rank" (a softmax over the candidates)
+    if name == "rank":  # a softmax over the candidates
+        return lambda p, t: F.cross_entropy(p, t.index)
+    return F.cross_entropy
 
 
-def metric_input(name: str, pred: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+def metric_input(name: str, pred: Tensor, target: Tensor | LinkTargets) -> tuple[Tensor, Tensor | LinkTargets]:
     r"""Casts predictions/targets for the torchmetrics update (float32 predictions, long labels)."""
     pred = pred.detach().float()
     if name == "ap":

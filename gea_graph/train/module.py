@@ -18,6 +18,7 @@ from gea_graph.train.metrics import (
     loss_fn,
     make_metric,
     metric_input,
+    metric_values,
     prepare,
     resolve_task,
 )
@@ -119,8 +120,9 @@ class GraphTask(L.LightningModule):
         metric.update(*metric_input(self.metric_name, pred, target))
 
     def on_validation_epoch_end(self) -> None:
-        val = float(self.val_metric.compute())
-        test = float(self.test_metric.compute()) if self.test_metric.update_count else float("nan")
+        val, val_more = metric_values(self.metric_name, self.val_metric.compute())
+        test, test_more = (metric_values(self.metric_name, self.test_metric.compute())
+                           if self.test_metric.update_count else (float("nan"), dict.fromkeys(val_more, float("nan"))))
         self.val_metric.reset()
         self.test_metric.reset()
         if self.trainer.sanity_checking:
@@ -129,7 +131,9 @@ class GraphTask(L.LightningModule):
         self.train_loss.reset()
         row = {"epoch": self.current_epoch, "train_loss": train_loss, "val": val, "test": test,
                "lr": float(self.optimizers().param_groups[0]["lr"]) if self.trainer.optimizers else float("nan"),
-               "time": time.perf_counter() - self._epoch_start if self._epoch_start else 0.0}
+               "time": time.perf_counter() - self._epoch_start if self._epoch_start else 0.0,
+               # further values of a metric that computes several (PCQM-Contact: Hits@k, filtered MRR)
+               **{f"val_{k}": v for k, v in val_more.items()}, **{f"test_{k}": v for k, v in test_more.items()}}
         self.history.append(row)
         self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True)
 

@@ -152,6 +152,8 @@ class PaperConfig:
         std: Published standard deviation.
         params: Published parameter count (the recipe's model must match it; see :obj:`params_rtol`).
         params_rtol: Relative tolerance of the count (``0``: exact; e.g. 0.05 for a paper that says "500K").
+        extra: Further published metrics of the same row, ``name: [mean, std]``, named as the run's extra metrics
+            (e.g. ``hits@1`` for PCQM-Contact, see :func:`gea_graph.train.metrics.make_metric`).
     """
 
     source: str
@@ -160,6 +162,7 @@ class PaperConfig:
     std: float | None = None
     params: int | None = None
     params_rtol: float = 0.0
+    extra: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass

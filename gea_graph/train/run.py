@@ -133,6 +133,9 @@ def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> dict
         "epochs": len(history), "best_epoch": int(best["epoch"]) if best else -1,
         "val": best.get("val", math.nan), "test": best.get("test", math.nan),
         "train_time_s": sum(r["time"] for r in history), "peak_memory_mb": peak_memory_mb(),
+        # the other values of the metric at the best epoch (PCQM-Contact: hits@k, mrr_filtered, ...)
+        "test_more": {k[5:]: v for k, v in best.items() if k.startswith("test_")},
+        "val_more": {k[4:]: v for k, v in best.items() if k.startswith("val_")},
     }
 
 

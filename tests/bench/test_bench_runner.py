@@ -98,3 +98,26 @@ def test_markdown_states_how_our_zinc_differs_from_the_papers_only_for_ogb_featu
     md = runner.markdown(runs)
     assert "Note (gcn-zinc-ogb): " in md and "28 atom types" in md and "not a like-for-like comparison" in md
     assert "not a like-for-like" not in runner.markdown(runs[:1])  # the default (bench) encoding is the papers'
+
+
+def test_extra_metrics_reach_csv_and_markdown(tmp_path):
+    """PCQM-Contact runs (GEAET Table 9): Hits@k and the filtered MRR beside the raw MRR, ours and the paper's."""
+    raw = dict(FAKE, paper={"source": "GEAET (Liang et al., 2024), Table 9", "metric": "MRR", "value": 0.3518,
+                            "std": 0.0011, "extra": {"hits@1": [0.1566, 0.0014]}})
+    recipe = tmp_path / "geaet-pcqm-contact.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    runs = runner.plan([str(recipe)], [0, 1], tmp_path)
+    for run, hits in zip(runs, (0.1, 0.3)):
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "result.json").write_text(json.dumps({
+            "recipe": "geaet-pcqm-contact", "dataset": "pcqm-contact", "seed": run.seed, "params": 10,
+            "metric": "mrr", "higher_is_better": True, "epochs": 3, "best_epoch": 1, "val": 0.3, "test": 0.3,
+            "train_time_s": 1.0, "peak_memory_mb": 1.0, "test_more": {"hits@1": hits, "mrr_filtered": 0.4},
+            "val_more": {"hits@1": hits, "mrr_filtered": 0.4}}))
+    md = runner.markdown(runs)
+    assert "| test hits@1 | test mrr_filtered |" in md
+    assert "| 0.2000 ± 0.1000 | 0.4000 ± 0.0000 | 0.3518 ± 0.0011; hits@1 0.1566 ± 0.0014 (MRR;" in md
+    runner.write_reports(runs, tmp_path)
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[-2:] == ["test_hits@1", "test_mrr_filtered"] and float(rows[1]["test_hits@1"]) == 0.3
