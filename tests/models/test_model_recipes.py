@@ -225,11 +225,11 @@ def test_gfsa_zinc_matches_the_official_code():
 
 
 def test_graphormer_recipe_refuses_data_that_does_not_fit_the_model():
-    with pytest.raises(RecipeError, match=r"keeps 5 edges.*max_hops is 20"):
-        load_recipe("graphormer-gfsa-zinc", ["data.pe=spd:20,paths:5"])
+    with pytest.raises(RecipeError, match=r"keeps 20 edges.*max_hops is 30"):
+        load_recipe("graphormer-gfsa-zinc", ["model.graphormer.max_hops=30"])
     with pytest.raises(RecipeError, match=r"caps distances at 10.*max_distance is 20"):
         load_recipe("graphormer-zinc", ["data.pe=spd:10"])
     with pytest.raises(RecipeError, match="spd:20"):
         load_recipe("graphormer-zinc", ["data.pe=rw:4"])
-    assert load_recipe("graphormer-zinc", ["data.pe=spd:20,paths:30"]).data.pe == "spd:20,paths:30"
+    assert load_recipe("graphormer-zinc", ["model.graphormer.max_hops=3"]).model.graphormer.max_hops == 3
     assert load_recipe("graphormer-zinc", ["data.pe=null", "model.attn=agf"]).data.pe is None  # AGF: no bias
