@@ -177,9 +177,36 @@ class Recipe:
     name: str = ""
     description: str = ""
 
+    def __post_init__(self) -> None:
+        if self.model.family == "graphormer":
+            _check_graphormer_data(self.data.pe, self.model)
+
     def to_dict(self) -> dict[str, Any]:
         r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
         return dataclasses.asdict(self)
+
+
+def _check_graphormer_data(pe: str | None, model: ModelConfig) -> None:
+    # A Graphormer reads the data's spd fields: a different distance cap or fewer path edges than the model
+    # reads would silently change its encodings, so the recipe is refused before any data is built.
+    from gea_graph.transforms import ShortestPathDistance, parse_pe
+
+    transform = parse_pe(pe)
+    parts = getattr(transform, "transforms", [transform])
+    spd = next((t for t in parts if isinstance(t, ShortestPathDistance)), None)
+    g = model.graphormer
+    if spd is None:
+        if model.attn != "agf":  # AGF takes no structural bias
+            raise RecipeError(f"model.family graphormer reads shortest paths: data.pe must contain "
+                              f"'spd:{g.max_distance}' (got {pe!r})")
+        return
+    if spd.max_distance != g.max_distance:
+        raise RecipeError(f"data.pe caps distances at {spd.max_distance} but model.graphormer.max_distance is "
+                          f"{g.max_distance}; they must be equal")
+    if g.max_hops > 0 and model.edge_encoder != "none" and spd.max_path < g.max_hops:
+        raise RecipeError(f"data.pe keeps {spd.max_path} edges per shortest path but model.graphormer.max_hops is "
+                          f"{g.max_hops}; keep at least {g.max_hops} path edges in data.pe (its spd paths option) or lower "
+                          f"max_hops")
 
 
 # -- locating -------------------------------------------------------------------------------------------------------

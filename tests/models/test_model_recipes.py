@@ -11,6 +11,7 @@ from gea_graph.models import ModelConfig, build_model, count_parameters
 from gea_graph.models.encoders import SUPERPIXEL_STATS
 from gea_graph.train import GraphTask, load_recipe
 from gea_graph.train.metrics import prepare
+from gea_graph.train.recipe import RecipeError
 from gea_graph.transforms import parse_pe
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "models").glob("*.yaml"))
@@ -221,3 +222,14 @@ def test_gfsa_zinc_matches_the_official_code():
     baseline = count_parameters(build_model(load_recipe("graphormer-zinc").model))
     assert abs(baseline - (GFSA_ZINC_OFFICIAL - 96)) <= 0.01 * GFSA_ZINC_OFFICIAL, baseline
     assert count - baseline == 12 * 8
+
+
+def test_graphormer_recipe_refuses_data_that_does_not_fit_the_model():
+    with pytest.raises(RecipeError, match=r"keeps 20 edges.*max_hops is 30"):
+        load_recipe("graphormer-gfsa-zinc", ["model.graphormer.max_hops=30"])
+    with pytest.raises(RecipeError, match=r"caps distances at 10.*max_distance is 20"):
+        load_recipe("graphormer-zinc", ["data.pe=spd:10"])
+    with pytest.raises(RecipeError, match="spd:20"):
+        load_recipe("graphormer-zinc", ["data.pe=rw:4"])
+    assert load_recipe("graphormer-zinc", ["model.graphormer.max_hops=3"]).model.graphormer.max_hops == 3
+    assert load_recipe("graphormer-zinc", ["data.pe=null", "model.attn=agf"]).data.pe is None  # AGF: no bias
