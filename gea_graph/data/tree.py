@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gea_graph.data.base import CachedDataset, atomic_torch_save
+from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, load_cache
 from gea_graph.data.config import PathLike
 from gea_graph.transforms import apply_many
 
@@ -140,7 +140,10 @@ class TreeNeighbourMatch(CachedDataset):
 
     # -- access ---------------------------------------------------------------------------------------------------
     def load(self, path: str, data_cls: type = Data) -> None:
-        stored = torch.load(path, weights_only=True)
+        stored = load_cache(path)
+        if not (isinstance(stored, dict) and {"x", "y", "shared"} <= set(stored)):
+            raise CacheError(f"cannot read the cached file {path}: it is not a tree split of this toolkit. Delete "
+                             f"{osp.dirname(path)} and run again to rebuild it.")
         self._x, self._y = stored["x"], stored["y"]
         template = self.template()
         self._edge_index = template.edge_index

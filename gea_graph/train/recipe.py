@@ -327,7 +327,7 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
 
 def dump_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
     r"""Writes the resolved recipe as YAML (atomically)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    os.replace(tmp, path)
+    from gea_graph.data.files import exclusive_temporary
+
+    with exclusive_temporary(path) as tmp:
+        Path(tmp).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
