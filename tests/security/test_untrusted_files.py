@@ -92,6 +92,7 @@ def test_load_cache_refuses_and_names_the_file(tmp_path, payload):
     assert not fired(marker, payload)
 
 
+# Every command meets at least one payload and every payload several commands (all of them meet load_cache).
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: p.__name__)
 def test_data_prepare_never_runs_a_planted_cache(tmp_path, payload, capsys):
     root, marker = tmp_path / "data", tmp_path / "marker"
@@ -102,7 +103,7 @@ def test_data_prepare_never_runs_a_planted_cache(tmp_path, payload, capsys):
     assert "train.pt" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("payload", [PopenPayload], ids=lambda p: p.__name__)
 def test_train_never_runs_a_planted_cache(tmp_path, payload, capsys):
     root, marker = tmp_path / "data", tmp_path / "marker"
     plant_tree(root, payload, marker)
@@ -112,8 +113,9 @@ def test_train_never_runs_a_planted_cache(tmp_path, payload, capsys):
     assert "train.pt" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["viz", "diagnose"])
-@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize(("command", "payload"), [("viz", WriteTextPayload), ("viz", ExecPayload),
+                                                  ("diagnose", PopenPayload), ("diagnose", WriteTextPayload)],
+                         ids=lambda p: getattr(p, "__name__", p))
 def test_inspection_commands_never_run_a_planted_cache(tmp_path, payload, command, tree_checkpoint, capsys):
     root, marker = tmp_path / "data", tmp_path / "marker"
     plant_tree(root, payload, marker)
