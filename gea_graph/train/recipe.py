@@ -63,13 +63,15 @@ class DataConfig:
     Args:
         name: Built-in dataset name (``zinc``, ``peptides-func``, ``tree-r3``, ...).
         csv: Path of a molecule CSV (relative paths are read from the working directory).
-        cls: Dotted path of a dataset class; called as ``cls(root=..., split=..., **options)`` when it takes a
-            ``split`` argument, else as ``cls(root=..., **options)`` (or without ``root`` if it takes none) and split
-            at random 80/10/10 (seeded by :obj:`split_seed`).
+        cls: Dotted path of a dataset class (a subclass of :class:`torch_geometric.data.Dataset`, checked before
+            it is called; its files are read with every ``torch.load`` weights-only); called as
+            ``cls(root=..., split=..., **options)`` when it takes a ``split`` argument, else as
+            ``cls(root=..., **options)`` (or without ``root`` if it takes none) and split at random 80/10/10 (seeded
+            by :obj:`split_seed`). A recipe is trusted input all the same: it chooses files and classes to import.
         options: Extra keyword arguments of the dataset.
         root: Data root (``None``: ``$GEA_GRAPH_DATA`` or ``./datasets``).
         pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``).
-        subset: Use only the first ``subset`` graphs of each split (quick runs).
+        subset: Use only the first ``subset`` graphs of each split (quick runs; at least 1).
         split_seed: Seed of the random split of a class without splits.
     """
 
