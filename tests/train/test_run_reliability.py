@@ -7,20 +7,25 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
+from torchmetrics.functional import average_precision
 
 from gea_graph.bench.runner import plan
 from gea_graph.train import RecipeError, RunLockError, fit, read_metrics, recipe_from_dict
 from gea_graph.train.data import check_splits
+from gea_graph.train.metrics import make_metric
 from gea_graph.train.module import labelled
 from gea_graph.train.recipe import dump_recipe
 from gea_graph.train.run import run_lock
 
+REPO = Path(__file__).resolve().parents[2]
 FAKE = {
     "data": {"cls": "torch_geometric.datasets.FakeDataset",
              "options": {"num_graphs": 40, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2, "num_classes": 3}},
@@ -102,12 +107,36 @@ def test_one_process_per_run_directory(tmp_path):
         pass
 
 
+def test_a_second_process_is_refused_naming_the_holder(tmp_path):
+    out = tmp_path / "run"
+    code = ("import sys; from gea_graph.train.run import run_lock\n"
+            f"with run_lock({str(out)!r}):\n    print('locked', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLockError, match=rf"{out} is in use by pid {holder.pid} on .* since "):
+            run(recipe(), out)
+    finally:
+        holder.communicate("", timeout=60)
+    with run_lock(out):  # free again once the holder has exited
+        pass
+
+
 def test_missing_targets_are_masked_in_loss_and_metric(tmp_path):
     pred = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     target = torch.tensor([[1.5, float("nan")], [float("nan"), 5.0]])
     p, t = labelled(pred, target, "graph_regression")
     assert p.tolist() == [1.0, 4.0] and t.tolist() == [1.5, 5.0]
     assert labelled(pred, target, "graph_classification")[1] is target
+    # multi-label AP leaves missing labels out per label (as OGB's evaluator)
+    ap = make_metric("ap", recipe(task="graph_multilabel", out_channels=2).model)
+    scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3], [0.1, 0.6]])
+    labels = torch.tensor([[1.0, 0.0], [0.0, float("nan")], [1.0, 1.0], [0.0, 1.0]])
+    ap.update(scores, labels.nan_to_num(-1.0).long())
+    expected = [average_precision(scores[:, 0], labels[:, 0].long(), task="binary"),
+                average_precision(scores[[0, 2, 3], 1], labels[[0, 2, 3], 1].long(), task="binary")]
+    assert float(ap.compute()) == pytest.approx(float(sum(expected) / 2))
 
     smiles = ["CCO", "c1ccccc1", "CC(=O)O", "CCN", "CCCl", "C1CCCCC1", "CC=O", "COC", "CCCC", "c1ccncc1"]
     table = tmp_path / "mols.csv"
