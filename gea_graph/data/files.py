@@ -40,7 +40,8 @@ def clean_stale_temporaries(folder: PathLike) -> list[str]:
     """Removes the temporary files of :func:`exclusive_temporary` in :obj:`folder` left by a killed writer (its pid
     is gone, or the file is older than :data:`STALE_AFTER_S`); returns their paths."""
     removed = []
-    for tmp in glob.glob(osp.join(str(folder), ".*.tmp-*")):
+    # also the names of earlier versions, "<name>.tmp-<pid>" (glob's "*" skips dot files, hence two patterns)
+    for tmp in glob.glob(osp.join(str(folder), ".*.tmp-*")) + glob.glob(osp.join(str(folder), "*.tmp-*")):
         try:
             pid = int(tmp.rsplit(".tmp-", 1)[1].split("-", 1)[0])
         except ValueError:

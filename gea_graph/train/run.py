@@ -39,7 +39,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-from gea_graph.data.files import exclusive_temporary
+from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe
@@ -329,6 +329,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     resuming = resume and last.exists()
     if last.exists() and not resume:  # checked again under the lock
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    for folder in (out, ckpt_dir):  # temporaries of a process killed while writing a checkpoint or a table
+        clean_stale_temporaries(folder)
     seed = recipe.trainer.seeds[0] if seed is None else seed
     tr = recipe.trainer
     L.seed_everything(seed, workers=True, verbose=False)

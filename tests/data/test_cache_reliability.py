@@ -67,10 +67,11 @@ def test_stale_temporary_files_are_removed_by_the_next_build(tmp_path):
     folder.mkdir(parents=True)
     dead = folder / ".train.pt.tmp-999999999-abc123"  # a killed writer's (no such pid)
     live = folder / f".test.pt.tmp-{os.getppid()}-def456"  # a live writer's: kept
-    dead.write_bytes(b"x" * 1000)
-    live.write_bytes(b"y")
+    old_style = folder / "test.pt.tmp-999999998"  # the name earlier versions used
+    for path in (dead, live, old_style):
+        path.write_bytes(b"x")
     assert len(TreeNeighbourMatch(tmp_path, depth=2)) > 0
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and not old_style.exists() and live.exists()
 
 
 def test_tree_depth_beyond_the_benchmark_needs_an_explicit_flag(tmp_path, capsys):
