@@ -163,3 +163,15 @@ def test_unusable_splits_are_refused(tmp_path):
     inf = [type("G", (), {"y": torch.tensor([float("inf")])})()]
     with pytest.raises(ValueError, match="infinite targets"):
         check_splits({"train": inf, "val": graphs, "test": graphs}, r)
+
+
+def test_train_says_which_recipe_file_it_resolved(tmp_path, monkeypatch, capsys):
+    from gea_graph.cli import main
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "gin-tree-r2.yaml").write_text((REPO / "models" / "gin-tree-r2.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "gin-tree-r2", "optim.lr=-1", "--out", str(tmp_path / "run")]) == 2
+    out = capsys.readouterr().out
+    shadowed = (REPO / "models" / "gin-tree-r2.yaml").resolve()
+    assert f"recipe: {tmp_path.resolve() / 'models' / 'gin-tree-r2.yaml'} (shadows the packaged {shadowed})" in out
