@@ -30,3 +30,10 @@ def test_empty_batch(batch_size):
     assert dense.shape == (batch_size or 0, 0, 8) and mask.shape == (batch_size or 0, 0)
     out = MultiheadAttention(8, 2)(dense, mask)
     assert from_dense(out, mask).shape == (0, 8)
+
+
+def test_empty_batch_through_a_geaet_layer():
+    layer = GEAETLayer(8, heads=2).eval()
+    out, edge_out = layer(torch.randn(0, 8), torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, 8),
+                          torch.zeros(0, dtype=torch.long))
+    assert out.shape == (0, 8) and edge_out.shape == (0, 8)
