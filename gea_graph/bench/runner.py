@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gea_graph.data import DATASETS
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
-from gea_graph.train.run import METRICS_FILE, read_metrics, read_result
+from gea_graph.train.run import METRICS_FILE, check_run_dir, read_metrics, read_result
 
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
                "train_time_s", "peak_memory_mb", "metric")
@@ -55,6 +55,7 @@ def plan(recipes: Sequence[str], seeds: Sequence[int] | None, out_dir: Path,
         recipe = load_recipe(path, overrides)
         for seed in (seeds if seeds is not None else recipe.trainer.seeds):
             runs.append(BenchRun(recipe, path, seed, out_dir / recipe.name / f"seed{seed}"))
+            check_run_dir(runs[-1].run_dir, recipe)  # a run of other overrides is neither skipped nor resumed
     return runs
 
 

@@ -16,6 +16,8 @@ import time
 
 import torch
 
+from gea_graph.cli import positive_int
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("data", help="build and list datasets", description=__doc__,
@@ -25,7 +27,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     prepare.add_argument("name", help="dataset name (see `gea-graph data list`), or `tree` with --depth")
     prepare.add_argument("--pe", default=None, help="positional encodings, e.g. lap:8,rw:20 or lap:8,rw:20,spd:20")
     prepare.add_argument("--root", default=None, help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")
-    prepare.add_argument("--depth", type=int, default=None, help="tree depth for `tree` (2..7)")
+    prepare.add_argument("--depth", type=positive_int, default=None, help="tree depth for `tree` (2..7)")
+    prepare.add_argument("--allow-large", action="store_true",
+                         help="allow a tree depth above 7 (its size, stated when refused, grows as 4^depth)")
+    prepare.add_argument("--force", action="store_true", help="rebuild the processed cache")
     prepare.add_argument("--skip-invalid", action="store_true",
                          help="molecules: skip SMILES RDKit cannot parse and list them in a report file")
     prepare.set_defaults(func=run_prepare)
@@ -73,6 +78,8 @@ def run_prepare(args: argparse.Namespace) -> int:
             print("gea-graph data prepare tree needs --depth R (2..7)", file=sys.stderr)
             return 2
         kwargs["depth"] = args.depth
+        if args.allow_large:
+            kwargs["allow_large"] = True
         splits = ("train", "test")
     elif name not in DATASETS:
         print(f"unknown dataset {args.name!r}; known: {', '.join(DATASETS)}", file=sys.stderr)
@@ -82,7 +89,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     if args.skip_invalid:
         kwargs["skip_invalid"] = True
     start = time.perf_counter()
-    datasets = {split: get_dataset(name, args.root, split, pe=args.pe, **kwargs) for split in splits}
+    datasets = {split: get_dataset(name, args.root, split, pe=args.pe, force_reload=args.force and i == 0, **kwargs)
+                for i, split in enumerate(splits)}
     elapsed = time.perf_counter() - start
     first = next(iter(datasets.values()))
     print(f"{name}" + (f" (pe {args.pe})" if args.pe else "") + f": {first.processed_dir}")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from pathlib import Path
+
+from gea_graph.cli import positive_int
 
 _EPILOG = """\
 examples:
@@ -34,9 +35,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--split", default="test", help="split to measure on (default: test)")
     parser.add_argument(
-        "--graphs", type=int, default=256, help="first N graphs of the split (default: 256)"
+        "--root", default=None,
+        help="data root (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)",
     )
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--graphs", type=positive_int, default=256, help="first N graphs of the split (default: 256)"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument(
         "--compare", metavar="CKPT2", help="a second checkpoint, overlaid in the plot and tables"
     )
@@ -60,24 +65,22 @@ def run(args: argparse.Namespace) -> int:
 
     from gea_graph.diagnostics.loading import dataset_graphs, load_trained
     from gea_graph.diagnostics.report import diagnose
-    from gea_graph.train import CheckpointError
 
-    try:
-        models, batches = {}, {}
-        for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
-            model, recipe = load_trained(checkpoint)
-            name = _name(checkpoint, recipe.name, set(models))
-            # each model sees the same graphs with its own recipe's positional encodings
-            graphs = dataset_graphs(args.dataset, recipe, args.split, first=args.graphs)
-            models[name] = model
-            batches[name] = [
-                Batch.from_data_list(graphs[i : i + args.batch_size])
-                for i in range(0, len(graphs), args.batch_size)
-            ]
-        paths = diagnose(models, batches, Path(args.out))
-    except (ValueError, IndexError, CheckpointError) as err:
-        print(f"gea-graph diagnose: error: {err}", file=sys.stderr)
-        return 2
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out!r} is a file; diagnose writes a folder of tables and a plot there")
+    models, batches = {}, {}
+    for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
+        model, recipe = load_trained(checkpoint)
+        name = _name(checkpoint, recipe.name, set(models))
+        # each model sees the same graphs with its own recipe's positional encodings
+        graphs = dataset_graphs(args.dataset, recipe, args.split, first=args.graphs, root=args.root)
+        models[name] = model
+        batches[name] = [
+            Batch.from_data_list(graphs[i : i + args.batch_size])
+            for i in range(0, len(graphs), args.batch_size)
+        ]
+    paths = diagnose(models, batches, out)
     for kind, path in paths.items():
         print(f"wrote {path} ({kind})")
     _print_summary(paths["layers"])

@@ -7,16 +7,17 @@ DDP: ``--devices 4 --strategy ddp`` (and ``--num-nodes``), with no change to the
 from __future__ import annotations
 
 import argparse
-import sys
+
+from gea_graph.cli import positive_int
 
 
 def add_common_trainer_args(parser: argparse.ArgumentParser) -> None:
     r"""Lightning placement flags shared by ``train`` and ``bench``."""
     parser.add_argument("--accelerator", default="auto", help="cpu, gpu, ... (default: auto)")
     parser.add_argument("--devices", default="auto", help="devices per node: a number, a list, or auto")
-    parser.add_argument("--num-nodes", type=int, default=1, help="number of nodes (default: 1)")
+    parser.add_argument("--num-nodes", type=positive_int, default=1, help="number of nodes (default: 1)")
     parser.add_argument("--strategy", default="auto", help="Lightning strategy, e.g. ddp (default: auto)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="CPU threads of torch per process (default: torch's; 1 is much faster on a busy CPU)")
 
 
@@ -45,20 +46,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.train import CheckpointError, RecipeError, fit, load_recipe
+    from gea_graph.train import fit, load_recipe, resolve_recipe
+    from gea_graph.train.recipe import recipe_source
 
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)
-    try:
-        recipe = load_recipe(args.recipe, args.overrides)
-        seed = recipe.trainer.seeds[0] if args.seed is None else args.seed
-        out = args.out or f"runs/{recipe.name}/seed{seed}"
-        fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
-            devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
-            max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress)
-    except (RecipeError, CheckpointError, FileExistsError) as err:
-        print(f"gea-graph train: error: {err}", file=sys.stderr)
-        return 2
+    path = resolve_recipe(args.recipe)
+    print(f"recipe: {recipe_source(path)}", flush=True)
+    recipe = load_recipe(path, args.overrides)
+    seed = recipe.trainer.seeds[0] if args.seed is None else args.seed
+    out = args.out or f"runs/{recipe.name}/seed{seed}"
+    fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
+        devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
+        max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress)
     return 0

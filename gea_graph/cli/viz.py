@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gea_graph.cli import positive_int
 from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--index", type=_indices, default=[0], help="graphs of --dataset to draw (e.g. 0,5,9)"
     )
     parser.add_argument("--split", default="test", help="split of --dataset (default: test)")
+    parser.add_argument(
+        "--root", default=None,
+        help="data root of --dataset (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)",
+    )
     parser.add_argument("--kind", choices=("external", "self", "both"), default="external")
     parser.add_argument(
         "--layer",
@@ -71,7 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--shared-scale", action="store_true", help="one colour range per kind for all molecules"
     )
-    parser.add_argument("--ncols", type=int, default=None, help="molecules per row")
+    parser.add_argument("--ncols", type=positive_int, default=None, help="molecules per row")
     parser.add_argument("--out", required=True, help="output picture, .png or .svg")
     parser.add_argument(
         "--scores", metavar="CSV", help="also write the per-atom scores to this CSV file"
@@ -81,35 +85,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gea_graph.diagnostics.loading import dataset_graphs, load_trained, smiles_graphs
-    from gea_graph.train import CheckpointError
     from gea_graph.viz.draw import format_from_path
     from gea_graph.viz.pictures import attention_picture
 
-    try:
-        fmt = format_from_path(args.out)
-        model, recipe = load_trained(args.checkpoint)
-        if args.smiles:
-            graphs = smiles_graphs(args.smiles, recipe)
-            titles = [f"#{i}" for i in range(len(graphs))]
-        else:
-            graphs = dataset_graphs(args.dataset, recipe, args.split, args.index)
-            titles = [f"{args.dataset} {args.split} #{i}" for i in args.index]
-        picture, records = attention_picture(
-            model,
-            graphs,
-            args.kind,
-            layer=args.layer,
-            head=args.head,
-            reduction=args.reduction,
-            titles=titles,
-            fmt=fmt,
-            cmap=args.cmap,
-            ncols=args.ncols,
-            shared_scale=args.shared_scale,
-        )
-    except (ValueError, IndexError, CheckpointError) as err:
-        print(f"gea-graph viz: error: {err}", file=sys.stderr)
-        return 2
+    fmt = format_from_path(args.out)
+    model, recipe = load_trained(args.checkpoint)
+    if args.smiles:
+        graphs = smiles_graphs(args.smiles, recipe)
+        titles = [f"#{i}" for i in range(len(graphs))]
+    else:
+        graphs = dataset_graphs(args.dataset, recipe, args.split, args.index, root=args.root)
+        titles = [f"{args.dataset} {args.split} #{i}" for i in args.index]
+    picture, records = attention_picture(
+        model,
+        graphs,
+        args.kind,
+        layer=args.layer,
+        head=args.head,
+        reduction=args.reduction,
+        titles=titles,
+        fmt=fmt,
+        cmap=args.cmap,
+        ncols=args.ncols,
+        shared_scale=args.shared_scale,
+    )
     path = picture.save(args.out)
     print(f"wrote {path} ({picture.size[0]}x{picture.size[1]} px, {len(graphs)} molecules)")
     for record, mol, title in zip(records, picture.mols, picture.titles):

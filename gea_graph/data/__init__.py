@@ -13,7 +13,11 @@ Registry (for the training code and the ``gea-graph data`` command)::
   ``test`` is unlabelled too).
 - ``pe``: positional encodings computed once as ``pre_transform`` and cached, e.g. ``"lap:8,rw:20"`` or
   ``"lap:8,rw:20,spd:20"`` (:func:`gea_graph.transforms.parse_pe`).
-- ``kwargs`` go to the dataset class (e.g. ``skip_invalid=True`` for molecules, ``seed=`` for trees).
+- ``kwargs`` go to the dataset class (e.g. ``skip_invalid=True`` for molecules, ``seed=`` for trees,
+  ``allow_large=True`` for a tree deeper than 7).
+
+Processed caches are read back only with :func:`load_cache` (``weights_only=True`` and our allow-list, no unsafe
+fallback): a cache that fails to load raises :class:`CacheError` naming the file, and is never executed.
 
 Each :class:`DatasetInfo` in :data:`DATASETS` also records the task, metric, number of classes / targets and the
 public source. Fields of the graphs are fixed by ``docs/design.md`` (data schema).
@@ -28,7 +32,7 @@ from typing import Any
 
 from torch_geometric.data import InMemoryDataset
 
-from gea_graph.data.base import CachedDataset, atomic_torch_save, cache_key
+from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, cache_key, load_cache
 from gea_graph.data.config import PathLike, data_root, mirror_root
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
 from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
@@ -147,6 +151,7 @@ __all__ = [
     "DATASETS",
     "PCQM4M",
     "ZINC",
+    "CacheError",
     "CachedDataset",
     "DatasetInfo",
     "InvalidSmilesError",
@@ -168,6 +173,7 @@ __all__ = [
     "data_root",
     "fetch",
     "get_dataset",
+    "load_cache",
     "md5sum",
     "mirror_root",
 ]

@@ -1,30 +1,129 @@
-"""Base class for our datasets: processed caches keyed by the pre-transform, written atomically."""
+"""Base class for our datasets: processed caches keyed by the pre-transform, written atomically and read safely.
+
+Every file the toolkit reads back from a data root (processed splits, caches) goes through :func:`load_cache`:
+``torch.load(weights_only=True)`` admitting only the globals of :data:`CACHE_GLOBALS`, with no fallback to unsafe
+unpickling. PyG's own :class:`~torch_geometric.data.Dataset` reads ``pre_transform.pt`` / ``pre_filter.pt`` with
+``weights_only=False`` and its ``fs.torch_load`` retries a refused load unsafely; :class:`SafeCache` replaces both
+code paths for our datasets, and :func:`strict_torch_load` covers third-party PyG classes named by a recipe.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import os.path as osp
-from collections.abc import Callable, Sequence
+import pickle
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data.dataset import files_exist
 
 from gea_graph.data.config import PathLike, data_root
 from gea_graph.data.download import RawFile, fetch
+from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
 from gea_graph.transforms import apply_many, parse_pe
+
+#: The only non-tensor globals a processed cache may name: PyG's ``Data`` (the class stored beside the collated
+#: dictionary). Tensors, dicts, lists, strings and numbers need no global.
+CACHE_GLOBALS: tuple[Any, ...] = (Data,)
+
+class CacheError(RuntimeError):
+    """A processed cache that cannot be read safely (truncated, corrupt, or naming code to run)."""
+
+
+@contextlib.contextmanager
+def _only_safe_globals(allowed: Sequence[Any]) -> Iterator[None]:
+    # torch.load(weights_only=True) also admits every global any library registered with add_safe_globals (PyG
+    # registers classes whose constructors do work, e.g. ClusterData). Admit only ours while loading.
+    registered = torch.serialization.get_safe_globals()
+    torch.serialization.clear_safe_globals()
+    torch.serialization.add_safe_globals(list(allowed))
+    try:
+        yield
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(registered)
+
+
+_real_torch_load = torch.load
+
+
+def load_cache(path: PathLike, allowed: Sequence[Any] = CACHE_GLOBALS) -> Any:
+    """Reads a file the toolkit wrote (a processed split, a cache) with ``torch.load(weights_only=True)``, admitting
+    only the globals in :obj:`allowed`; never falls back to unsafe unpickling.
+
+    Raises:
+        CacheError: naming the file, why it failed and how to rebuild it, when it is missing, empty, truncated,
+            corrupt or names a global outside :obj:`allowed` (nothing in it is run).
+    """
+    path = str(path)
+    try:
+        with _only_safe_globals(allowed):
+            return _real_torch_load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError,
+            AttributeError, TypeError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err):
+            reason = f"it names code or objects a cache never holds ({reason[:160]}); it was not loaded"
+        raise CacheError(
+            f"cannot read the cached file {path}: {reason}. A cache is rebuilt from the raw files when it is "
+            f"missing: delete {osp.dirname(path)} (or pass force_reload=True) and run again; if the file came from "
+            f"someone else, do not use that data root.") from None
+
+
+@contextlib.contextmanager
+def strict_torch_load() -> Iterator[None]:
+    """Within the block, every ``torch.load`` call (PyG's ``pre_transform.pt`` check, ``fs.torch_load`` and its
+    unsafe retry) reads with ``weights_only=True``: for third-party PyG dataset classes named by a recipe."""
+
+    from torch_geometric.data import HeteroData
+
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        kwargs["weights_only"] = True
+        kwargs.pop("pickle_module", None)
+        return _real_torch_load(f, map_location, *args, **kwargs)
+
+    torch.load = load
+    try:
+        with _only_safe_globals((*CACHE_GLOBALS, HeteroData)):
+            yield
+    finally:
+        torch.load = _real_torch_load
+
+
+class SafeCache:
+    """Mixin for a PyG :class:`~torch_geometric.data.InMemoryDataset` whose processed folder is keyed by its
+    pre-transform (:func:`cache_key`): replaces PyG's ``_process`` (which unpickles ``pre_transform.pt`` and
+    ``pre_filter.pt`` unsafely; the key makes them redundant, so they are neither read nor written) and ``load``
+    (whose ``fs.torch_load`` falls back to unsafe unpickling) with :func:`load_cache`. Stale temporary files of a
+    killed build are removed before the next build."""
+
+    def _process(self) -> None:
+        if not self.force_reload and files_exist(self.processed_paths):
+            return
+        os.makedirs(self.processed_dir, exist_ok=True)
+        clean_stale_temporaries(self.processed_dir)
+        self.process()
+
+    def load(self, path: str, data_cls: type = Data) -> None:
+        stored = load_cache(path)
+        if not (isinstance(stored, tuple) and len(stored) == 3 and isinstance(stored[0], dict)
+                and stored[2] in CACHE_GLOBALS):
+            raise CacheError(f"cannot read the cached file {path}: it is not a processed split of this toolkit. "
+                             f"Delete {osp.dirname(path)} and run again to rebuild it.")
+        data, self.slices, data_cls = stored
+        self.data = data_cls.from_dict(data)
 
 
 def atomic_torch_save(obj: object, path: PathLike) -> None:
-    """``torch.save`` to a temporary name in the same folder, then :func:`os.replace`: readers see either no file or
-    a complete one, never a half-written cache."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
+    """``torch.save`` to an exclusively created temporary file in the same folder, then :func:`os.replace`: readers
+    see either no file or a complete one, never a half-written cache."""
+    with exclusive_temporary(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if osp.exists(tmp):
-            os.unlink(tmp)
 
 
 def save_collated(data_list: Sequence[Data], path: PathLike) -> None:
@@ -33,7 +132,7 @@ def save_collated(data_list: Sequence[Data], path: PathLike) -> None:
         atomic_torch_save((Data().to_dict(), {}, Data), path)
         return
     data, slices = InMemoryDataset.collate(data_list)
-    atomic_torch_save((data.to_dict(), slices, data.__class__), path)
+    atomic_torch_save((data.to_dict(), slices, Data), path)
 
 
 def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None, extra: str = "") -> str:
@@ -49,7 +148,7 @@ def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None
     return "pe-" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
-class CachedDataset(InMemoryDataset):
+class CachedDataset(SafeCache, InMemoryDataset):
     r"""An :class:`~torch_geometric.data.InMemoryDataset` over ``root/<folder>/raw`` and
     ``root/<folder>/processed/<cache key>/<split>.pt``.
 
@@ -57,6 +156,7 @@ class CachedDataset(InMemoryDataset):
     files into one list of graphs per split *without* any pre-transform. This class then applies ``pre_filter`` and
     ``pre_transform`` (batched, see :func:`gea_graph.transforms.apply_many`) and writes every split atomically, only
     after all of them are built: a build interrupted at any point leaves no cache and is simply redone next time.
+    Caches are read back with :func:`load_cache` only (see :class:`SafeCache`).
 
     Args:
         root (str, optional): Data root (default: :func:`gea_graph.data.config.data_root`).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import shutil
 import urllib.request
 import warnings
@@ -15,6 +14,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike, mirror_root
+from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
 
 
 class RawFileError(RuntimeError):
@@ -74,32 +74,30 @@ def fetch(raw: RawFile, raw_dir: PathLike) -> Path:
         check_md5(target, raw)
         return target
     raw_dir.mkdir(parents=True, exist_ok=True)
-    tmp = raw_dir / f".{raw.name}.part-{os.getpid()}"
+    clean_stale_temporaries(raw_dir)
     mirror = mirror_root()
     source = mirror / raw.mirror_dir / raw.name if mirror is not None else None
-    try:
+    # An exclusively created temporary (a file or symlink planted at a guessable name is never followed), renamed
+    # into place only after its MD5 matches.
+    with exclusive_temporary(target) as tmp:
         if source is not None and source.exists():
             shutil.copyfile(source, tmp)
             where: PathLike = source
         else:
-            _download(raw.url, tmp)
+            _download(raw.url, Path(tmp), raw.name)
             where = raw.url
         try:
             check_md5(tmp, raw)
         except RawFileError as err:
             raise RawFileError(str(err).replace(str(tmp), f"{raw.name} (from {where})")) from None
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return target
 
 
-def _download(url: str, path: Path) -> None:
+def _download(url: str, path: Path, name: str) -> None:
     try:
         with urllib.request.urlopen(url, timeout=60) as response, open(path, "wb") as f:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {path.name.split('.part-')[0]}") as bar:
+            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}") as bar:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     f.write(block)
                     bar.update(len(block))

@@ -16,18 +16,19 @@ from torch_geometric.transforms import Compose
 from tqdm.auto import tqdm
 
 from gea_graph.data import safe_pickle
-from gea_graph.data.base import cache_key, save_collated
+from gea_graph.data.base import SafeCache, cache_key, save_collated
 from gea_graph.data.config import PathLike, data_root
 from gea_graph.data.download import RawFile, fetch
 from gea_graph.transforms import apply_many, parse_pe
 
 
-class _LRGB(LRGBDataset):
+class _LRGB(SafeCache, LRGBDataset):
     """Reuses :class:`LRGBDataset`'s names, URLs, raw layout (``root/<name>/raw/{train,val,test}.{pt,pickle}``) and
     COCO label map. Replaced: ``download`` (mirror first, temp-name + rename), ``process`` (PyG reads the superpixel
     pickles with a bare ``pickle.load`` and falls back to ``torch.load(weights_only=False)``; we use
     :mod:`gea_graph.data.safe_pickle` and ``weights_only=True``, batch the pre-transform and save atomically), and
-    the processed folder, keyed by the pre-transform as in :class:`~gea_graph.data.base.CachedDataset`.
+    the processed folder, keyed by the pre-transform as in :class:`~gea_graph.data.base.CachedDataset`, and read back
+    only safely (:class:`~gea_graph.data.base.SafeCache`).
 
     LRGB publishes no checksums for these archives, so they are used unchecked (with a warning).
     """

@@ -17,6 +17,7 @@ import hashlib
 import os
 import os.path as osp
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -256,6 +257,15 @@ def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_inva
                         edge_attr=torch.from_numpy(edge_attr), y=y_of(row), smiles=smi,
                         num_nodes=x.shape[0]))
     return out
+
+
+def _content_hash(path: str, chunk: int = 1 << 20) -> str:
+    """SHA-1 of a file's contents (part of a user file's cache key, so that an edited file is read again)."""
+    digest = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _take(graphs: list[Data | None], index: Sequence[int]) -> list[Data]:
@@ -517,13 +527,16 @@ class PCQM4M(_OGBLSCMolecules):
 class MoleculeCSV(_MoleculeDataset):
     r"""Any CSV of SMILES and targets, featurised like the benchmarks (OGB features, same PEs), with no code edits.
 
-    Target ``y`` float from :obj:`target_columns`, :math:`(1)` for one column, else :math:`(1, T)` (empty cells
-    become NaN). Without
+    Target ``y`` float from :obj:`target_columns`, :math:`(1)` for one column, else :math:`(1, T)`. Empty cells
+    (and ``NaN``) are missing targets, kept as NaN and masked per target by the training losses and metrics;
+    infinite or non-numeric cells are refused, naming the file, column and rows. Without
     :obj:`split_column`, a seeded split: ``"random"`` shuffles rows, ``"scaffold"`` groups rows by Bemis-Murcko
     scaffold and fills train with the largest scaffold groups first (so test molecules have unseen scaffolds).
-    With :obj:`split_column`, its values name each row's split (``train``, ``val``/``valid``, ``test``).
+    With :obj:`split_column`, its values name each row's split (``train``, ``val``/``valid``, ``test``). A SMILES
+    that occurs in more than one split is reported with a warning (the same molecule in train and test).
 
-    The processed cache lives in ``root/csv-<file stem>-<hash of the path and options>/``.
+    The processed cache lives in ``root/csv-<file stem>-<hash of the path, the file's contents and the options>/``:
+    editing the file gives a new cache, never the old targets.
 
     Args:
         root (str, optional): Data root.
@@ -550,6 +563,10 @@ class MoleculeCSV(_MoleculeDataset):
             raise ValueError(f"split_method must be 'random' or 'scaffold', got {split_method!r}")
         if not osp.isfile(path):
             raise FileNotFoundError(f"MoleculeCSV: no file at {path}")
+        fractions = tuple(float(f) for f in split_fractions)
+        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+            raise ValueError(f"split_fractions {tuple(split_fractions)!r} is not allowed: give three fractions "
+                             f"(train, val, test), each >= 0, summing to 1, e.g. (0.8, 0.1, 0.1)")
         self.path = osp.abspath(path)
         self.smiles_column = smiles_column
         self.target_columns = [target_columns] if isinstance(target_columns, str) else list(target_columns)
@@ -558,8 +575,8 @@ class MoleculeCSV(_MoleculeDataset):
         self.split_fractions = tuple(split_fractions)
         self.seed = seed
         stem = osp.basename(self.path).split(".")[0]
-        key = repr((self.path, smiles_column, self.target_columns, split_column, split_method,
-                    self.split_fractions, seed))
+        key = repr((self.path, _content_hash(self.path), smiles_column, self.target_columns, split_column,
+                    split_method, self.split_fractions, seed))
         self.folder = f"csv-{stem}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
         super().__init__(root, split, transform, pre_transform, pre_filter, pe, force_reload, skip_invalid)
 
@@ -577,13 +594,21 @@ class MoleculeCSV(_MoleculeDataset):
     def build(self) -> dict[str, list[Data]]:
         if self.path.endswith(".gz"):
             check_gzip(self.path)
-        table = pd.read_csv(self.path)
+        try:
+            table = pd.read_csv(self.path)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{self.path} is empty: expected a header line naming the columns, then one row per "
+                             f"molecule") from None
+        except pd.errors.ParserError as err:
+            raise ValueError(f"{self.path} is not a readable CSV file: {str(err).strip()}") from None
         missing = [c for c in [self.smiles_column, *self.target_columns, self.split_column]
                    if c is not None and c not in table.columns]
         if missing:
             raise ValueError(f"{self.path} has no column(s) {missing}; its columns are {list(table.columns)}")
+        if len(table) == 0:
+            raise ValueError(f"{self.path} has a header but no rows: expected one row per molecule")
         smiles = table[self.smiles_column].tolist()
-        graphs = self._featurize(smiles, table[self.target_columns].to_numpy(dtype=np.float32), self.path)
+        graphs = self._featurize(smiles, self._targets(table), self.path)
         if self.split_column is not None:
             names = table[self.split_column].astype(str).str.strip().str.lower().replace({"valid": "val"})
             unknown = sorted(set(names) - set(self.splits))
@@ -595,7 +620,43 @@ class MoleculeCSV(_MoleculeDataset):
             index = self._random_split(len(table))
         else:
             index = self._scaffold_split([g.smiles if g is not None else None for g in graphs])
+        self._warn_duplicates(smiles, index)
         return {split: _take(graphs, index[split].tolist()) for split in self.splits}
+
+    def _targets(self, table: pd.DataFrame) -> np.ndarray:
+        """The target columns as float32 ``[rows, T]``: empty cells are NaN (missing), text and infinities are
+        refused naming the column and rows (0-based, header excluded)."""
+        columns = []
+        for name in self.target_columns:
+            raw = table[name]
+            values = pd.to_numeric(raw, errors="coerce")
+            bad = np.flatnonzero(values.isna().to_numpy() & raw.notna().to_numpy()
+                                 & (raw.astype(str).str.strip().str.lower() != "nan").to_numpy())
+            if len(bad):
+                raise ValueError(f"{self.path}: target column {name!r} has non-numeric values in rows "
+                                 f"{bad[:5].tolist()} (0-based, header excluded), e.g. {raw.iloc[bad[0]]!r}; "
+                                 f"allowed: numbers, or an empty cell for a missing target")
+            infinite = np.flatnonzero(np.isinf(values.to_numpy(dtype=np.float64)))
+            if len(infinite):
+                raise ValueError(f"{self.path}: target column {name!r} is infinite in rows {infinite[:5].tolist()} "
+                                 f"(0-based, header excluded); allowed: finite numbers, or an empty cell for a "
+                                 f"missing target")
+            columns.append(values.to_numpy(dtype=np.float32))
+        return np.stack(columns, axis=1)
+
+    def _warn_duplicates(self, smiles: Sequence[object], index: dict[str, np.ndarray]) -> None:
+        where: dict[str, dict[str, list[int]]] = {}
+        for split, rows in index.items():
+            for row in rows.tolist():
+                where.setdefault(str(smiles[row]).strip(), {}).setdefault(split, []).append(row)
+        shared = {smi: found for smi, found in where.items() if len(found) > 1}
+        if shared:
+            smi, found = next(iter(shared.items()))
+            example = ", ".join(f"{split} row(s) {rows[:3]}" for split, rows in found.items())
+            warnings.warn(f"{self.path}: {len(shared)} SMILES occur in more than one split, e.g. {smi!r} in "
+                          f"{example} (0-based, header excluded): the same molecule is trained on and evaluated. "
+                          f"Remove duplicate rows, or use split_method='scaffold' (which keeps them together).",
+                          stacklevel=3)
 
     def _sizes(self, n: int) -> tuple[int, int]:
         n_train = round(self.split_fractions[0] * n)

@@ -12,12 +12,14 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gea_graph.data.base import CachedDataset, atomic_torch_save
+from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, load_cache
 from gea_graph.data.config import PathLike
 from gea_graph.transforms import apply_many
 
 # Permutations drawn per depth for r >= 3: 4,000 x 2^r keys = 32,000 * 2^(r-3) graphs (GEAET Table 5).
 PERMUTATIONS = 4000
+# The deepest tree of the benchmark (GEAET Table 5); deeper ones need allow_large=True (r = 9 is about 8 GB).
+MAX_DEPTH = 7
 # Fields of the template graph that are not positional encodings.
 _STRUCTURE = ("edge_index", "num_nodes")
 
@@ -56,19 +58,36 @@ class TreeNeighbourMatch(CachedDataset):
         split (str): ``"train"`` or ``"test"``. (default: :obj:`"train"`)
         seed (int, optional): Seed of the permutations and the split. (default: :obj:`0`)
         transform, pre_transform, pe, force_reload: see :class:`~gea_graph.data.base.CachedDataset`.
+        allow_large (bool, optional): Allow depths beyond :data:`MAX_DEPTH` (the size grows as :math:`4^r`:
+            about 2 GB for :math:`r = 8`, 8 GB for :math:`r = 9`); without it such a depth raises a
+            :class:`ValueError` stating the size. (default: :obj:`False`)
     """
 
     splits = ("train", "test")
 
     def __init__(self, root: PathLike | None = None, depth: int = 2, split: str = "train", seed: int = 0,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
-                 pe: str | None = None, force_reload: bool = False) -> None:
+                 pe: str | None = None, force_reload: bool = False, allow_large: bool = False) -> None:
         if depth < 1:
             raise ValueError(f"TreeNeighbourMatch needs depth >= 1, got {depth}")
+        if depth > MAX_DEPTH and not allow_large:
+            graphs, nodes = self.size(depth)
+            raise ValueError(
+                f"tree depth {depth} makes {graphs:,} graphs of {nodes:,} nodes: about "
+                f"{graphs * nodes * 4 / 2 ** 30:.1f} GiB on disk and more in memory while generating. The benchmark's "
+                f"depths are 2..{MAX_DEPTH}; to build this one anyway pass allow_large=True (gea-graph data prepare "
+                f"tree --depth {depth} --allow-large)")
         self.depth = depth
         self.seed = seed
         self.folder = f"tree-r{depth}"
         super().__init__(root, split, transform, pre_transform, None, pe, force_reload)
+
+    @staticmethod
+    def size(depth: int) -> tuple[int, int]:
+        """``(graphs, nodes per graph)`` of depth :math:`r`."""
+        leaves = 2 ** depth
+        perms = math.factorial(leaves) if depth == 2 or math.factorial(leaves) <= PERMUTATIONS else PERMUTATIONS
+        return perms * leaves, 2 * leaves - 1
 
     @property
     def none_index(self) -> int:
@@ -140,7 +159,10 @@ class TreeNeighbourMatch(CachedDataset):
 
     # -- access ---------------------------------------------------------------------------------------------------
     def load(self, path: str, data_cls: type = Data) -> None:
-        stored = torch.load(path, weights_only=True)
+        stored = load_cache(path)
+        if not (isinstance(stored, dict) and {"x", "y", "shared"} <= set(stored)):
+            raise CacheError(f"cannot read the cached file {path}: it is not a tree split of this toolkit. Delete "
+                             f"{osp.dirname(path)} and run again to rebuild it.")
         self._x, self._y = stored["x"], stored["y"]
         template = self.template()
         self._edge_index = template.edge_index

@@ -2,7 +2,9 @@
 
 The model comes from a training checkpoint (read by :func:`gea_graph.train.load_checkpoint`, i.e.
 ``torch.load(..., weights_only=True)``); the graphs get the positional encodings of the checkpoint's recipe
-(``data.pe``), so that they match what the model was trained on.
+(``data.pe``), so that they match what the model was trained on. Where the graphs are read from is the caller's
+choice (``root``: a flag, ``$GEA_GRAPH_DATA`` or ``./datasets``), never the checkpoint's: a checkpoint from someone
+else must not point the toolkit at files of its choosing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from gea_graph.data import get_dataset
+from gea_graph.data.config import PathLike
 from gea_graph.data.molecules import featurize
 from gea_graph.train import CheckpointError, GraphTask, Recipe, load_checkpoint
 from gea_graph.transforms import parse_pe
@@ -57,14 +60,16 @@ def dataset_graphs(
     split: str = "test",
     indices: Sequence[int] | None = None,
     first: int | None = None,
+    root: PathLike | None = None,
 ) -> list[Data]:
-    """Graphs of split ``split`` of the built-in dataset ``name``, with the recipe's positional encodings and data
-    root: those at ``indices``, else the first ``first``, else all.
+    """Graphs of split ``split`` of the built-in dataset ``name`` under the data root ``root`` (default
+    ``$GEA_GRAPH_DATA``, else ``./datasets``; the recipe's ``data.root`` is ignored), with the recipe's positional
+    encodings: those at ``indices``, else the first ``first``, else all.
 
     Raises:
         IndexError: for an index outside the split.
     """
-    dataset = get_dataset(name, root=recipe.data.root, split=split, pe=recipe.data.pe)
+    dataset = get_dataset(name, root=root, split=split, pe=recipe.data.pe)
     if indices is None:
         indices = range(len(dataset) if first is None else min(first, len(dataset)))
     bad = [i for i in indices if not -len(dataset) <= i < len(dataset)]

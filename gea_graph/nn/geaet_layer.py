@@ -8,8 +8,8 @@ from torch import Tensor
 from torch.nn import Linear, Module
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
-from torch_geometric.utils import to_dense_batch
 
+from gea_graph.nn.attention.dense import to_dense
 from gea_graph.nn.geanet import GEANet, resolve_norm
 from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
@@ -265,7 +265,7 @@ class GEAETLayer(Module):
             out = h
 
         if self.attention is not None:
-            x_dense, mask = to_dense_batch(x, batch, batch_size=num_graphs)
+            x_dense, mask = to_dense(x, batch, batch_size=num_graphs)
             if attn_bias is None:
                 h = self.attention(x_dense, mask)
             else:

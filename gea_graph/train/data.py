@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 from collections.abc import Iterator, Sized
 
 import torch
+import torch_geometric.data
 from torch.utils.data import Dataset, Sampler
 from torch_geometric.loader import DataLoader
 
-from gea_graph.train.recipe import DataConfig
+from gea_graph.train.recipe import DataConfig, Recipe, RecipeError
 
 SPLITS = ("train", "val", "test")
 
@@ -24,7 +26,24 @@ def import_object(path: str):
 
 
 def _from_class(cfg: DataConfig) -> dict[str, Dataset]:
+    from gea_graph.data.base import strict_torch_load
+
     cls = import_object(str(cfg.cls))
+    # A recipe names a class to call with its own arguments: only dataset classes, checked before any call.
+    if not (isinstance(cls, type) and issubclass(cls, torch_geometric.data.Dataset)):
+        raise RecipeError(f"data.cls: {cfg.cls!r} is not a dataset class; allowed: a subclass of "
+                         f"torch_geometric.data.Dataset, e.g. 'torch_geometric.datasets.TUDataset'")
+    try:
+        # PyG's own classes read their caches with an unsafe fallback; here every torch.load is weights-only.
+        with strict_torch_load():
+            return _build_from_class(cls, cfg)
+    except pickle.UnpicklingError as err:
+        raise ValueError(f"data.cls {cfg.cls}: a file in its data root names code or objects a dataset cache never "
+                         f"holds and was not loaded ({str(err).splitlines()[0][:200]}); delete that data root's "
+                         f"processed folder to rebuild it") from None
+
+
+def _build_from_class(cls: type, cfg: DataConfig) -> dict[str, Dataset]:
     params = inspect.signature(cls).parameters
     kwargs = dict(cfg.options)
     if "root" in params:
@@ -79,6 +98,41 @@ def load_datasets(cfg: DataConfig) -> dict[str, Dataset]:
     if cfg.subset is not None:
         splits = {split: ds[:cfg.subset] for split, ds in splits.items()}
     return splits
+
+
+_CLASS_TASKS = ("graph_classification", "node_classification", "target_node")
+
+
+def _targets(dataset: Dataset) -> torch.Tensor | None:
+    y = getattr(dataset, "y", None) if not isinstance(dataset, list) else None
+    if isinstance(dataset, list):
+        ys = [d.y.reshape(-1) for d in dataset if getattr(d, "y", None) is not None]
+        y = torch.cat(ys) if ys else None
+    return y if isinstance(y, torch.Tensor) else None
+
+
+def check_splits(splits: dict[str, Dataset], recipe: Recipe) -> None:
+    r"""Refuses splits a run cannot use, naming the dataset: an empty ``train``, ``val`` or ``test`` split (a run
+    would end with ``val nan``), infinite targets, and missing (NaN) targets for a classification task (regression
+    and multi-label tasks mask them per target, as OGB does)."""
+    label = recipe.data.csv or recipe.data.name or recipe.data.cls
+    for split, dataset in splits.items():
+        if len(dataset) == 0:
+            raise ValueError(f"data {label}: the {split} split is empty (0 graphs); give it graphs (e.g. check "
+                             f"split_fractions, the split column, or data.subset)")
+        y = _targets(dataset)
+        if y is None or not y.is_floating_point():
+            continue
+        bad = torch.isinf(y)
+        if bool(bad.any()):
+            rows = torch.nonzero(bad.reshape(len(y), -1).any(dim=1)).view(-1)[:5].tolist() if y.dim() else []
+            raise ValueError(f"data {label}: the {split} split has infinite targets (graphs {rows}); allowed: finite "
+                             f"numbers, or empty cells / NaN for a missing target")
+        if recipe.model.task in _CLASS_TASKS and bool(torch.isnan(y).any()):
+            rows = torch.nonzero(torch.isnan(y.reshape(len(y), -1)).any(dim=1)).view(-1)[:5].tolist()
+            raise ValueError(f"data {label}: the {split} split has missing (NaN) class labels (graphs {rows}); the "
+                             f"task {recipe.model.task} needs a label for every graph (missing targets are masked "
+                             f"only for regression and multi-label tasks)")
 
 
 class EpochSampler(Sampler[int]):

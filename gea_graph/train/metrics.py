@@ -158,7 +158,9 @@ def make_metric(name: str, cfg: ModelConfig) -> Metric:
     if name == "accuracy":
         return torchmetrics.Accuracy(task="multiclass", num_classes=cfg.out_channels, average="micro")
     if name == "ap":
-        return torchmetrics.AveragePrecision(task="multilabel", num_labels=cfg.out_channels, average="macro")
+        # ignore_index: missing (NaN) labels, passed as -1, are left out per label (OGB's rocauc/ap evaluators)
+        return torchmetrics.AveragePrecision(task="multilabel", num_labels=cfg.out_channels, average="macro",
+                                             ignore_index=-1)
     if name == "f1":
         return torchmetrics.F1Score(task="multiclass", num_classes=cfg.out_channels, average="macro")
     return LinkRanking()

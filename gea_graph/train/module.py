@@ -54,6 +54,19 @@ def polynomial_with_warmup(warmup: int, total: int, lr: float, end_lr: float,
     return factor
 
 
+_MASKED_TASKS = ("graph_regression", "graph_multilabel")
+
+
+def labelled(pred: Tensor, target: Tensor, task: str) -> tuple[Tensor, Tensor]:
+    r"""Drops missing (NaN) targets of regression and multi-label tasks, per target, as OGB's examples do
+    (``is_labeled = y == y``): returns the labelled cells ``[M]`` of ``pred`` and ``target``. Other tasks are
+    returned unchanged (their data may have no NaN; :func:`gea_graph.train.data.check_splits` refuses it)."""
+    if task not in _MASKED_TASKS or not target.is_floating_point():
+        return pred, target
+    mask = ~torch.isnan(target)
+    return pred[mask], target[mask]
+
+
 class GraphTask(L.LightningModule):
     r"""Trains the model of a recipe.
 
@@ -102,8 +115,9 @@ class GraphTask(L.LightningModule):
         torch.manual_seed((self.seed * 1_000_003 + self.global_step) * 64 + self.global_rank)
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        pred, target = prepare(self.model(batch), batch, self.task)
-        loss = self.loss(pred, target)
+        pred, target = labelled(*prepare(self.model(batch), batch, self.task), self.task)
+        # a batch without any labelled target contributes 0 (not NaN) and keeps the graph connected
+        loss = self.loss(pred, target) if target.numel() else pred.sum() * 0.0
         aux = self.model.aux_loss()
         total = loss + aux
         size = batch.num_graphs
@@ -116,6 +130,12 @@ class GraphTask(L.LightningModule):
     # -- evaluation -----------------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
         pred, target = prepare(self.model(batch), batch, self.task)
+        if self.metric_name == "ap":  # missing labels -> ignore_index of the multi-label AP (per label, as OGB)
+            target = target.nan_to_num(-1.0) if target.is_floating_point() else target
+        else:
+            pred, target = labelled(pred, target, self.task)
+        if target.numel() == 0:
+            return
         metric = self.val_metric if dataloader_idx == 0 else self.test_metric
         metric.update(*metric_input(self.metric_name, pred, target))
 

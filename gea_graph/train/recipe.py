@@ -22,10 +22,37 @@ import yaml
 from gea_graph.models import ModelConfig
 
 RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
+#: Lightning's precision names a recipe may give (besides ``auto``).
+PRECISIONS = ("auto", "32-true", "32", "64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "16-true",
+              "bf16-true", "transformer-engine")
 
 
 class RecipeError(ValueError):
     r"""A recipe file or override that cannot be used as it is (the message names the key and the file)."""
+
+
+def _at_least(where: str, value: float | None, low: float, strict: bool = False) -> None:
+    if value is None:
+        return
+    if value < low or (strict and value == low):
+        raise ValueError(f"{where}: {value!r} is not allowed; it must be {'>' if strict else '>='} {low}")
+
+
+def _fraction(where: str, value: float) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{where}: {value!r} is not allowed; it must be in [0, 1)")
+
+
+def pe_items(spec: str | None) -> dict[str, int]:
+    r"""``"lap:8,rw:20"`` -> ``{"lap": 8, "rw": 20}`` (the spec is checked by
+    :func:`gea_graph.transforms.parse_pe` when the data is built)."""
+    items = {}
+    for item in (spec or "").split(","):
+        kind, _, rest = item.strip().partition(":")
+        size = rest.split(":")[0]  # options (``lap:10:norm=none``) follow the size
+        if kind and size.isdigit():
+            items[kind] = int(size)
+    return items
 
 
 @dataclass
@@ -37,13 +64,15 @@ class DataConfig:
     Args:
         name: Built-in dataset name (``zinc``, ``peptides-func``, ``tree-r3``, ...).
         csv: Path of a molecule CSV (relative paths are read from the working directory).
-        cls: Dotted path of a dataset class; called as ``cls(root=..., split=..., **options)`` when it takes a
-            ``split`` argument, else as ``cls(root=..., **options)`` (or without ``root`` if it takes none) and split
-            at random 80/10/10 (seeded by :obj:`split_seed`).
+        cls: Dotted path of a dataset class (a subclass of :class:`torch_geometric.data.Dataset`, checked before
+            it is called; its files are read with every ``torch.load`` weights-only); called as
+            ``cls(root=..., split=..., **options)`` when it takes a ``split`` argument, else as
+            ``cls(root=..., **options)`` (or without ``root`` if it takes none) and split at random 80/10/10 (seeded
+            by :obj:`split_seed`). A recipe is trusted input all the same: it chooses files and classes to import.
         options: Extra keyword arguments of the dataset.
         root: Data root (``None``: ``$GEA_GRAPH_DATA`` or ``./datasets``).
         pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``).
-        subset: Use only the first ``subset`` graphs of each split (quick runs).
+        subset: Use only the first ``subset`` graphs of each split (quick runs; at least 1).
         split_seed: Seed of the random split of a class without splits.
     """
 
@@ -61,6 +90,17 @@ class DataConfig:
         if len(given) != 1:
             raise ValueError("data: give exactly one of 'name', 'csv' or 'cls'"
                              + (f" (got {', '.join(given)})" if given else ""))
+        _at_least("data.subset", self.subset, 1)
+        if self.name is not None:
+            from gea_graph.data import DATASETS
+
+            if self.name.lower() not in DATASETS:
+                raise ValueError(f"data.name: {self.name!r} is not a built-in dataset; allowed: "
+                                 f"{', '.join(DATASETS)} (or data.csv / data.cls for your own)")
+        if self.pe is not None:
+            from gea_graph.transforms import parse_pe
+
+            parse_pe(self.pe)
 
     @property
     def label(self) -> str:
@@ -106,6 +146,18 @@ class OptimConfig:
     def __post_init__(self) -> None:
         if self.schedule not in ("cosine", "polynomial", "constant"):
             raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, constant")
+        _at_least("optim.lr", self.lr, 0.0, strict=True)
+        _at_least("optim.weight_decay", self.weight_decay, 0.0)
+        _at_least("optim.eps", self.eps, 0.0, strict=True)
+        if len(self.betas) != 2:
+            raise ValueError(f"optim.betas: {self.betas!r} is not allowed; it must be two numbers in [0, 1)")
+        for beta in self.betas:
+            _fraction("optim.betas", beta)
+        _at_least("optim.warmup_epochs", self.warmup_epochs, 0)
+        _at_least("optim.warmup_steps", self.warmup_steps, 0)
+        _at_least("optim.end_lr", self.end_lr, 0.0)
+        _at_least("optim.power", self.power, 0.0, strict=True)
+        _at_least("optim.clip", self.clip, 0.0, strict=True)
 
 
 @dataclass
@@ -139,6 +191,16 @@ class TrainerConfig:
     loss: str = "auto"
     metric: str = "auto"
     log_every_n_steps: int = 50
+
+    def __post_init__(self) -> None:
+        for key in ("max_epochs", "batch_size", "eval_batch_size", "log_every_n_steps"):
+            _at_least(f"trainer.{key}", getattr(self, key), 1)
+        _at_least("trainer.num_workers", self.num_workers, 0)
+        _at_least("trainer.max_time", self.max_time, 0.0, strict=True)
+        if not self.seeds:
+            raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"trainer.precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
 
 
 @dataclass
@@ -178,8 +240,20 @@ class Recipe:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if self.model.family == "graphormer":
-            _check_graphormer_data(self.data.pe, self.model)
+        # Checks of model values whose layers would fail with an opaque error (ZeroDivisionError for heads=0, a
+        # BatchNorm size mismatch for a PE the data does not provide); kept here, where the recipe is read.
+        m = self.model
+        for key in ("hidden", "layers", "out_channels", "heads", "gea_heads", "head_layers", "units"):
+            _at_least(f"model.{key}", getattr(m, key, None), 1)
+        for key in ("dropout", "attn_dropout", "head_dropout"):
+            _fraction(f"model.{key}", getattr(m, key))
+        data_pe = pe_items(self.data.pe)
+        if m.pe is not None and data_pe.get(m.pe.kind) != m.pe.size:
+            have = f"data.pe is {self.data.pe!r}" if self.data.pe else "data.pe is not set"
+            raise ValueError(f"model.pe expects {m.pe.kind}:{m.pe.size} positional encodings but {have}; "
+                             f"add {m.pe.kind}:{m.pe.size} to data.pe (or set model.pe.size to match)")
+        if m.family == "graphormer":
+            _check_graphormer_data(self.data.pe, m)
 
     def to_dict(self) -> dict[str, Any]:
         r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
@@ -234,6 +308,16 @@ def resolve_recipe(spec: str | os.PathLike) -> Path:
             if candidate.is_file():
                 return candidate
     raise RecipeError(f"no recipe named {str(spec)!r} in {', '.join(str(d) for d in recipe_dirs())}")
+
+
+def recipe_source(path: str | os.PathLike) -> str:
+    r"""The resolved recipe file, and the packaged recipe of the same name it shadows (a ``./models`` folder or
+    ``$GEA_GRAPH_RECIPES`` comes first), for the user to see which file runs. Recipes are trusted input: a recipe
+    from someone else chooses data files and dataset classes, so read it before running it."""
+    path = Path(path).resolve()
+    packaged = (recipe_dirs()[-1] / path.name).resolve()
+    shadow = f" (shadows the packaged {packaged})" if packaged.is_file() and packaged != path else ""
+    return f"{path}{shadow}"
 
 
 def available_recipes() -> list[str]:
@@ -357,7 +441,7 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
 
 def dump_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
     r"""Writes the resolved recipe as YAML (atomically)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    os.replace(tmp, path)
+    from gea_graph.data.files import exclusive_temporary
+
+    with exclusive_temporary(path) as tmp:
+        Path(tmp).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))

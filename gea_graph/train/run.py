@@ -8,33 +8,147 @@ A run directory holds::
     metrics.csv               one row per epoch: train loss, validation and test metric, lr, seconds
     logs/                     Lightning's CSV log (and TensorBoard's, when asked for)
     result.json               the summary, written once the run is complete
+    .lock                     held by the process training into the directory (its pid, host and start time)
+
+One process at a time trains into a run directory (:func:`run_lock`). A resumed run must have the recipe its
+checkpoint was trained with (:func:`check_run_dir`); this is checked, together with the checkpoint itself, before
+anything in the directory is written.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import math
 import os
 import pickle
 import resource
+import socket
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
+import yaml
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-from gea_graph.train.data import load_datasets, make_loader
+from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
-from gea_graph.train.recipe import Recipe, dump_recipe
+from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.csv"
+RECIPE_FILE = "recipe.yaml"
+LOCK_FILE = ".lock"
+#: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
+RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
+                     "trainer.log_every_n_steps", "trainer.seeds")
+
+
+class RunLockError(RuntimeError):
+    r"""Another process is training into the same run directory."""
+
+
+def _launcher_rank() -> bool:
+    # DDP's extra processes (started by Lightning or torchrun with these variables) belong to the locking process.
+    return all(int(os.environ.get(name) or 0) == 0 for name in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+
+
+@contextlib.contextmanager
+def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
+    r"""Holds an exclusive lock on ``out_dir/.lock`` (``flock``: released by the kernel when the process dies) for
+    the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has it.
+    DDP's non-zero ranks do not lock (their launcher holds the lock)."""
+    if not _launcher_rank():
+        yield
+        return
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunLockError(f"run directory {out} is in use by {holder}; wait for it to finish, or choose another "
+                           f"--out") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        yield
+    finally:
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(raw, dict):
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: raw}
+
+
+def recipe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    r"""The dotted keys whose values differ between two recipes (as plain dictionaries), ignoring
+    :data:`RESUMABLE_CHANGES`, as ``"key: old -> new"``."""
+    a, b = _flat(old), _flat(new)
+    changes = []
+    for key in sorted(set(a) | set(b)):
+        if any(key == i or key.startswith(f"{i}.") for i in RESUMABLE_CHANGES):
+            continue
+        if a.get(key, "<unset>") != b.get(key, "<unset>"):
+            changes.append(f"{key}: {a.get(key, '<unset>')!r} -> {b.get(key, '<unset>')!r}")
+    return changes
+
+
+def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
+    r"""Raises :class:`RecipeError` when ``run_dir`` holds a run of a different recipe than ``recipe`` (its
+    ``recipe.yaml`` differs outside :data:`RESUMABLE_CHANGES`): such a run can neither be resumed nor counted as a
+    result of ``recipe``."""
+    path = Path(run_dir) / RECIPE_FILE
+    if not path.is_file():
+        return
+    try:
+        stored = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        stored = None
+    if not isinstance(stored, dict):
+        raise RecipeError(f"{path} is not a recipe; delete {run_dir} or choose another --out")
+    _refuse_changes(run_dir, stored, recipe)
+
+
+def _refuse_changes(run_dir: str | os.PathLike, stored: dict[str, Any], recipe: Recipe) -> None:
+    changes = recipe_changes(stored, recipe.to_dict())
+    if changes:
+        more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
+        raise RecipeError(f"{run_dir} holds a run of a different recipe ({'; '.join(changes[:3])}{more}); "
+                          f"use the recipe and overrides it was trained with, or choose another --out")
+
+
+def _check_checkpoint_fits(path: Path, ckpt: dict[str, Any], module: GraphTask, recipe: Recipe) -> None:
+    stored = ckpt.get("hyper_parameters", {}).get("recipe")
+    if isinstance(stored, dict):
+        _refuse_changes(path.parent.parent, stored, recipe)
+    state = ckpt.get("state_dict")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {str(path)!r} holds no state_dict; delete it to start over")
+    own = module.state_dict()
+    bad = sorted(set(own) ^ set(state)) or [k for k in own if tuple(own[k].shape) != tuple(state[k].shape)]
+    if bad:
+        raise CheckpointError(f"checkpoint {str(path)!r} does not fit the model of this recipe (first mismatch: "
+                              f"{bad[0]}); resume with the recipe it was trained with, or choose another --out")
 
 
 class CheckpointError(RuntimeError):
@@ -63,13 +177,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                         storage_options: Any | None = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
+        with exclusive_temporary(path) as tmp:
             torch.save(checkpoint, tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
 
     def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -88,15 +197,59 @@ class MetricsWriter(Callback):
         write_metrics(self.path, pl_module.history)
 
 
+class _ResumedWriter(ExperimentWriter):
+    # Lightning's writer deletes metrics.csv when it starts in a non-empty folder, losing the rows of the epochs
+    # before a resume. This one keeps those rows (the steps before the checkpoint resumed from) and their columns.
+    def __init__(self, log_dir: str, resume_step: int | None) -> None:
+        self._resume_step = resume_step
+        super().__init__(log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        path = self.metrics_file_path
+        if not os.path.isfile(path):
+            return
+        if self._resume_step is None:  # a fresh run: start a new file
+            os.unlink(path)
+            return
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step") and float(r["step"]) < self._resume_step]
+        with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=header)
+            writer.writeheader()
+            writer.writerows(rows)
+        self.metrics_keys = sorted(header)
+
+
+class RunCSVLogger(CSVLogger):
+    r"""Lightning's :class:`~lightning.pytorch.loggers.CSVLogger` in ``RUN/logs/``, agreeing with ``metrics.csv``
+    across a kill and ``--resume``: its rows are flushed at every checkpoint, and a resumed run keeps the rows logged
+    before the checkpoint it resumes from (``resume_step``: that checkpoint's ``global_step``) and drops later ones.
+    """
+
+    def __init__(self, save_dir: str | os.PathLike, resume_step: int | None = None) -> None:
+        super().__init__(str(save_dir), name="logs", version="")
+        self._resume_step = resume_step
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            os.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _ResumedWriter(self.log_dir, self._resume_step)
+        return self._experiment
+
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        self.save()
+
+
 def write_metrics(path: Path, history: Iterable[dict[str, float]]) -> None:
     r"""Writes the per-epoch history as CSV, atomically."""
     rows = list(history)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", newline="") as f:
+    with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def read_metrics(path: str | os.PathLike) -> list:
@@ -163,21 +316,42 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         The summary (also written to ``result.json``) on the main process of a finished run, else ``None``.
     """
     out = Path(out_dir)
-    ckpt_dir = out / "checkpoints"
-    last = ckpt_dir / "last.ckpt"
+    last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    with run_lock(out):
+        return _fit(recipe, out, seed, resume, accelerator, devices, num_nodes, strategy, max_time, tensorboard,
+                    progress, callbacks, verbose)
+
+
+def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator: str, devices: int | str,
+         num_nodes: int, strategy: str, max_time: float | None, tensorboard: bool, progress: bool,
+         callbacks: Iterable[Callback], verbose: bool) -> dict[str, Any] | None:
+    ckpt_dir = out / "checkpoints"
+    last = ckpt_dir / "last.ckpt"
+    resuming = resume and last.exists()
+    if last.exists() and not resume:  # checked again under the lock
+        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    for folder in (out, ckpt_dir):  # temporaries of a process killed while writing a checkpoint or a table
+        clean_stale_temporaries(folder)
     seed = recipe.trainer.seeds[0] if seed is None else seed
     tr = recipe.trainer
     L.seed_everything(seed, workers=True, verbose=False)
     splits = load_datasets(recipe.data)
+    check_splits(splits, recipe)
     eval_bs = tr.eval_batch_size or tr.batch_size
     train_loader = make_loader(splits["train"], tr.batch_size, shuffle_seed=seed, num_workers=tr.num_workers)
     eval_loaders = [make_loader(splits[s], eval_bs, num_workers=tr.num_workers) for s in ("val", "test")]
 
     module = GraphTask(recipe.to_dict(), seed)
     params = module.num_parameters()
-    loggers: list[Logger] = [CSVLogger(str(out), name="logs", version="")]
+    resume_step = None
+    if resuming:  # validate first: nothing in the run directory is written before the checkpoint is known to fit
+        ckpt = load_checkpoint(last)
+        _check_checkpoint_fits(last, ckpt, module, recipe)
+        resume_step = int(ckpt.get("global_step", 0))
+        del ckpt
+    loggers: list[Logger] = [RunCSVLogger(out, resume_step)]
     if tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -199,18 +373,17 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         log_every_n_steps=tr.log_every_n_steps, deterministic=False, default_root_dir=str(out))
     if trainer.is_global_zero:
         out.mkdir(parents=True, exist_ok=True)
-        dump_recipe(recipe, out / "recipe.yaml")
+        dump_recipe(recipe, out / RECIPE_FILE)
         if verbose:
             print(f"{recipe.name}: params: {params}", flush=True)
     start = time.perf_counter()
-    trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resume and last.exists() else None)
+    trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resuming else None)
     if trainer.interrupted or not trainer.is_global_zero:
         return None
     result = summarize(module, recipe, seed, params)
     result["wall_time_s"] = time.perf_counter() - start
-    tmp = out / f".{RESULT_FILE}.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / RESULT_FILE)
+    with exclusive_temporary(out / RESULT_FILE) as tmp:
+        Path(tmp).write_text(json.dumps(result, indent=2))
     if verbose:
         print(f"{recipe.name} seed {seed}: best epoch {result['best_epoch']}, val {module.metric_name} "
               f"{result['val']:.4f}, test {result['test']:.4f}, params: {params}", flush=True)

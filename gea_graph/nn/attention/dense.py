@@ -17,7 +17,21 @@ def to_dense(
     A thin wrapper of :func:`torch_geometric.utils.to_dense_batch` (padding with zeros, ``mask`` is
     ``True`` on real nodes), so that every global attention in :mod:`gea_graph.nn.attention` can be
     called as ``attn(*to_dense(x, batch))``.
+
+    ``batch`` must be sorted (nodes of graph 0 first, then graph 1, ..., as PyG's ``Batch`` makes
+    it): :func:`from_dense` returns the nodes in that order. An unsorted ``batch`` raises a
+    :class:`ValueError` (one comparison over the nodes; PyG would silently drop nodes). A batch of
+    0 nodes gives ``[B, 0, C]`` (``B = batch_size`` or 0).
     """
+    if x.size(0) == 0:
+        size = batch_size or 0
+        nodes = max_num_nodes or 0
+        return (x.new_zeros(size, nodes, *x.shape[1:]),
+                torch.zeros(size, nodes, dtype=torch.bool, device=x.device))
+    if batch is not None and batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+        raise ValueError("to_dense: the batch vector is not sorted (the nodes of each graph must be "
+                         "contiguous and graphs in increasing order, as in a PyG Batch); sort the "
+                         "nodes by graph first, e.g. with batch.sort(stable=True)")
     return to_dense_batch(x, batch, fill_value=0.0, max_num_nodes=max_num_nodes,
                           batch_size=batch_size)
 

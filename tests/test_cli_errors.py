@@ -1,0 +1,91 @@
+"""Every CLI error is one line naming the bad value and what is allowed, with exit code 2 and no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gea_graph.cli import main
+from gea_graph.data import cache_key
+
+CSV_MODEL = {"family": "geaet", "task": "graph_regression", "out_channels": 1, "hidden": 8, "layers": 1}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Inputs of the cases: bad CSVs with their recipes, a damaged cache, a file with a wrong MD5, a checkpoint."""
+    tmp = tmp_path_factory.mktemp("cli-errors")
+    out: dict[str, str] = {"tmp": str(tmp)}
+    for name, text in {"empty": "", "header": "smiles,score\n", "text": "smiles,score\nCCO,1\nCCN,high\n"}.items():
+        (tmp / f"{name}.csv").write_text(text)
+        recipe = {"data": {"csv": str(tmp / f"{name}.csv"), "root": str(tmp / "data"),
+                           "options": {"smiles_column": "smiles", "target_columns": "score"}},
+                  "model": CSV_MODEL, "trainer": {"max_epochs": 1, "seeds": [0]}}
+        (tmp / f"{name}.yaml").write_text(yaml.safe_dump(recipe))
+        out[name] = str(tmp / f"{name}.yaml")
+    cache = tmp / "zero" / "tree-r2" / "processed" / cache_key(None, None, "seed=0")
+    cache.mkdir(parents=True)
+    for split in ("train", "test"):
+        (cache / f"{split}.pt").write_bytes(b"")
+    raw = tmp / "md5" / "zinc" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "smiles_score.csv").write_text("SMILES,score\nCCO,1\n")
+    from gea_graph.train import GraphTask, load_recipe
+
+    task = GraphTask(load_recipe("gin-tree-r2", ["model.hidden=8", "model.layers=1"]).to_dict())
+    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "tree.ckpt")
+    (tmp / "a-file").write_text("x")
+    return out
+
+
+T = ["train", "gin-tree-r2", "--out", "{tmp}/run"]
+CASES = [
+    ("empty csv", ["train", "{empty}", "--out", "{tmp}/r1"], "empty.csv is empty"),
+    ("header-only csv", ["train", "{header}", "--out", "{tmp}/r2"], "header.csv has a header but no rows"),
+    ("non-numeric target", ["train", "{text}", "--out", "{tmp}/r3"],
+     "text.csv: target column 'score' has non-numeric values in rows [1]"),
+    ("zero-byte cache", ["data", "prepare", "tree-r2", "--root", "{tmp}/zero"], "train.pt: "),
+    ("md5 failure", ["data", "prepare", "zinc", "--root", "{tmp}/md5"], "MD5 mismatch for"),
+    ("heads=0", [*T, "model.heads=0"], "model.heads: 0 is not allowed; it must be >= 1"),
+    ("batch_size=0", [*T, "trainer.batch_size=0"], "trainer.batch_size: 0 is not allowed"),
+    ("lr=-1", [*T, "optim.lr=-1"], "optim.lr: -1.0 is not allowed; it must be > 0"),
+    ("dropout=1.5", [*T, "model.dropout=1.5"], "model.dropout: 1.5 is not allowed; it must be in [0, 1)"),
+    ("max_epochs=0", [*T, "trainer.max_epochs=0"], "trainer.max_epochs: 0 is not allowed"),
+    ("max_epochs=-1", [*T, "trainer.max_epochs=-1"], "trainer.max_epochs: -1 is not allowed"),
+    ("subset=-5", [*T, "data.subset=-5"], "data.subset: -5 is not allowed"),
+    ("precision", [*T, "trainer.precision=bogus"], "trainer.precision: 'bogus' is not one of auto"),
+    ("data.name", [*T, "data.name=nosuch"], "data.name: 'nosuch' is not a built-in dataset; allowed: zinc"),
+    ("pe mismatch", ["train", "geaet-zinc-quick", "data.pe=lap:4", "--out", "{tmp}/r4"],
+     "model.pe expects rw:16 positional encodings but data.pe is 'lap:4'"),
+    ("threads 0", [*T, "--threads", "0"], "argument --threads: expected a positive integer (1 or more), got 0"),
+    ("unknown option", [*T, "--outt", "x"], "unrecognized arguments: --outt x"),
+    ("override after option", ["train", "gin-tree-r2", "--out", "{tmp}/r5", "optim.lr=-1"], "optim.lr: -1.0"),
+    ("info nosuch", ["info", "nosuch"], "no recipe named 'nosuch'"),
+    ("viz dataset", ["viz", "{tmp}/tree.ckpt", "--dataset", "nosuch", "--out", "{tmp}/x.png"],
+     "unknown dataset 'nosuch'; known: zinc"),
+    ("diagnose out file", ["diagnose", "{tmp}/tree.ckpt", "--dataset", "tree-r2", "--out", "{tmp}/a-file"],
+     "--out '{tmp}/a-file' is a file"),
+    ("tree depth", ["data", "prepare", "tree", "--depth", "9", "--root", "{tmp}/deep"], "--allow-large"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_cli_error_is_one_line_with_exit_code_2(files, capsys, argv, expected):
+    argv = [a.format(**files) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse
+        code = stop.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert expected.format(**files) in err, err
+    assert not Path(files["tmp"], "run").exists()
+
+
+def test_debug_shows_the_traceback(files):
+    with pytest.raises(ValueError, match="optim.lr"):
+        main(["--debug", "train", "gin-tree-r2", "optim.lr=-1", "--out", f"{files['tmp']}/r6"])
