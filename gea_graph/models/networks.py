@@ -26,6 +26,7 @@ from gea_graph.models.encoders import (
     node_encoder,
     pe_encoder,
 )
+from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 from gea_graph.nn import (
     CentralityEncoding,
     GEAETLayer,
@@ -187,9 +188,14 @@ class GraphormerModel(GraphModel):
         return from_dense(x[:, 1:], mask[:, 1:]), x[:, 0]
 
 
-def build_model(cfg: ModelConfig) -> GraphModel:
+def build_model(cfg: ModelConfig) -> Module:
     r"""The network of ``cfg`` (``geaet``: :class:`GEAETModel`, ``graphormer``: :class:`GraphormerModel`,
-    ``mpnn``: :class:`MPNNModel`)."""
+    ``mpnn``: :class:`MPNNModel`, ``pyg_gps`` / ``pyg_gine``: the PyG peers :class:`~gea_graph.models.pyg_peers.PyGGPS`
+    / :class:`~gea_graph.models.pyg_peers.PyGGINE`)."""
+    if cfg.family == "pyg_gps":
+        return PyGGPS(cfg)
+    if cfg.family == "pyg_gine":
+        return PyGGINE(cfg)
     if cfg.family == "geaet":
         return GEAETModel(cfg)
     if cfg.family == "graphormer":

@@ -1,5 +1,5 @@
 r"""The LightningModule of every recipe: loss, metrics (validation and test every epoch, test read at the best
-validation epoch as in GraphGPS), AdamW and the learning-rate schedules."""
+validation epoch as in GraphGPS), Adam(W) and the learning-rate schedules."""
 from __future__ import annotations
 
 import math
@@ -151,10 +151,19 @@ class GraphTask(L.LightningModule):
     # -- optimisation ---------------------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
-        optimizer = torch.optim.AdamW(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
-                                      weight_decay=opt.weight_decay)
+        cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
+        optimizer = cls(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                        weight_decay=opt.weight_decay)
         if opt.schedule == "constant":
             return {"optimizer": optimizer}
+        if opt.schedule == "plateau":
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                optimizer, mode="max" if self.higher_is_better else "min", factor=opt.factor,
+                patience=opt.patience, min_lr=opt.min_lr)
+            # Stepped after each epoch's validation on its metric; not strict: a time cap may end an epoch before
+            # its validation, and that epoch then leaves the rate as it is.
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "interval": "epoch",
+                                                             "monitor": "val/metric", "strict": False}}
         if opt.schedule == "cosine":
             factor = cosine_with_warmup(opt.warmup_epochs, self.recipe.trainer.max_epochs)
             interval = "epoch"

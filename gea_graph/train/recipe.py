@@ -74,24 +74,32 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    r"""AdamW and the learning-rate schedule.
+    r"""The optimiser and the learning-rate schedule.
 
     Args:
+        optimizer: ``"adamw"`` (decoupled weight decay; the papers' recipes) or ``"adam"`` (weight decay as an L2
+            term in the gradient, as ``torch.optim.Adam``; PyG's examples).
         lr: Peak learning rate.
-        weight_decay: AdamW weight decay.
-        betas: AdamW betas.
-        eps: AdamW epsilon.
+        weight_decay: Weight decay.
+        betas: Adam betas.
+        eps: Adam epsilon.
         schedule: ``"cosine"`` (linear warm-up over :obj:`warmup_epochs`, then half a cosine to 0 at the last
             epoch; stepped per epoch, as GraphGPS/GEAET), ``"polynomial"`` (linear warm-up over :obj:`warmup_steps`,
             then polynomial decay of power :obj:`power` to :obj:`end_lr` at the last step; stepped per step, as
-            Graphormer) or ``"constant"``.
+            Graphormer), ``"plateau"`` (``ReduceLROnPlateau`` on the validation metric: the rate times
+            :obj:`factor` after :obj:`patience` epochs without improvement, never below :obj:`min_lr`; as PyG's
+            ``examples/graph_gps.py``) or ``"constant"``.
         warmup_epochs: Warm-up length of the cosine schedule.
         warmup_steps: Warm-up length of the polynomial schedule.
         end_lr: Final learning rate of the polynomial schedule.
         power: Power of the polynomial decay (1: linear).
+        factor: Factor of the plateau schedule.
+        patience: Epochs without improvement before the plateau schedule lowers the rate.
+        min_lr: Lower bound of the plateau schedule.
         clip: Gradient-norm clipping (``None``: off).
     """
 
+    optimizer: str = "adamw"
     lr: float = 1e-3
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
@@ -101,11 +109,18 @@ class OptimConfig:
     warmup_steps: int = 0
     end_lr: float = 1e-9
     power: float = 1.0
+    factor: float = 0.5
+    patience: int = 10
+    min_lr: float = 0.0
     clip: float | None = 1.0
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("cosine", "polynomial", "constant"):
-            raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, constant")
+        if self.optimizer not in ("adamw", "adam"):
+            raise ValueError(f"optim.optimizer: {self.optimizer!r} is not one of adamw, adam")
+        if self.schedule not in ("cosine", "polynomial", "plateau", "constant"):
+            raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, plateau, constant")
+        if self.schedule == "plateau" and not 0.0 < self.factor < 1.0:
+            raise ValueError(f"optim.factor: {self.factor!r} must lie in (0, 1) for the plateau schedule")
 
 
 @dataclass
