@@ -10,6 +10,7 @@ from typing import Any
 import lightning as L
 import torch
 import torchmetrics
+from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from gea_graph.models import build_model, count_parameters
@@ -33,6 +34,16 @@ def cosine_with_warmup(warmup: int, total: int) -> Callable[[int], float]:
             return max(1e-6, step / max(1, warmup))
         progress = (step - warmup) / max(1, total - warmup)
         return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return factor
+
+
+def cosine_over_time(fraction: Callable[[], float]) -> Callable[[int], float]:
+    r"""Learning-rate factor read at each step from ``fraction()``, the share of the run's time budget used so far:
+    :math:`\frac{1}{2}(1 + \cos(\pi \min(f, 1)))` (1 at the start, 0 when the budget is spent)."""
+
+    def factor(step: int) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * min(max(fraction(), 0.0), 1.0)))
 
     return factor
 
@@ -149,6 +160,14 @@ class GraphTask(L.LightningModule):
         self.history = [dict(r) for r in checkpoint.get("gea_history", [])]
 
     # -- optimisation ---------------------------------------------------------------------------------------------
+    def _time_fraction(self) -> float:
+        # Lightning's Timer holds the cap and the training time so far (restored from checkpoints on resume).
+        timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+        if timer is None:
+            raise ValueError("optim.horizon: time needs a wall-clock cap (trainer.max_time or --max-time)")
+        elapsed = timer.time_elapsed("train")
+        return elapsed / max(elapsed + (timer.time_remaining("train") or 0.0), 1e-9)
+
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
         cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
@@ -164,7 +183,10 @@ class GraphTask(L.LightningModule):
             # its validation, and that epoch then leaves the rate as it is.
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "interval": "epoch",
                                                              "monitor": "val/metric", "strict": False}}
-        if opt.schedule == "cosine":
+        if opt.schedule == "cosine" and opt.horizon == "time":
+            factor = cosine_over_time(self._time_fraction)
+            interval = "step"
+        elif opt.schedule == "cosine":
             factor = cosine_with_warmup(opt.warmup_epochs, self.recipe.trainer.max_epochs)
             interval = "epoch"
         else:

@@ -89,6 +89,11 @@ class OptimConfig:
             Graphormer), ``"plateau"`` (``ReduceLROnPlateau`` on the validation metric: the rate times
             :obj:`factor` after :obj:`patience` epochs without improvement, never below :obj:`min_lr`; as PyG's
             ``examples/graph_gps.py``) or ``"constant"``.
+        horizon: What the cosine schedule runs over: ``"epochs"`` (warm-up, then half a cosine to 0 at
+            ``trainer.max_epochs``, stepped per epoch) or ``"time"`` (half a cosine from the peak to 0 over the run's
+            wall-clock cap, ``trainer.max_time`` or ``--max-time``, stepped per step: the rate at a step is
+            :math:`\frac{1}{2}(1 + \cos(\pi t / T))` times the peak after :math:`t` of the :math:`T` training
+            seconds; for fixed-time budgets, where the epochs that fit depend on the machine; no warm-up).
         warmup_epochs: Warm-up length of the cosine schedule.
         warmup_steps: Warm-up length of the polynomial schedule.
         end_lr: Final learning rate of the polynomial schedule.
@@ -105,6 +110,7 @@ class OptimConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
     schedule: str = "cosine"
+    horizon: str = "epochs"
     warmup_epochs: int = 0
     warmup_steps: int = 0
     end_lr: float = 1e-9
@@ -119,6 +125,11 @@ class OptimConfig:
             raise ValueError(f"optim.optimizer: {self.optimizer!r} is not one of adamw, adam")
         if self.schedule not in ("cosine", "polynomial", "plateau", "constant"):
             raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, plateau, constant")
+        if self.horizon not in ("epochs", "time"):
+            raise ValueError(f"optim.horizon: {self.horizon!r} is not one of epochs, time")
+        if self.horizon == "time" and (self.schedule != "cosine" or self.warmup_epochs):
+            raise ValueError("optim.horizon: time is a cosine without warm-up (schedule: cosine, warmup_epochs: 0); "
+                             f"got schedule {self.schedule!r}, warmup_epochs {self.warmup_epochs}")
         if self.schedule == "plateau" and not 0.0 < self.factor < 1.0:
             raise ValueError(f"optim.factor: {self.factor!r} must lie in (0, 1) for the plateau schedule")
 
