@@ -1,5 +1,8 @@
 """The PyG peers (``family: pyg_gps`` / ``pyg_gine``): PyG's classes in the structure of PyG's
 ``examples/graph_gps.py``, its parameter count, its forward, the config checks, and the plateau schedule."""
+import itertools
+import math
+
 import pytest
 import torch
 from torch.nn import (
@@ -124,3 +127,37 @@ def test_plateau_schedule_and_adam_follow_the_recipe():
     assert plateau.min_lrs == [1e-5]
     with pytest.raises(ValueError, match="optim.optimizer: 'sgd'"):
         load_recipe("pyg-gine-zinc", ["optim.optimizer=sgd"])
+
+
+def test_peer_trains_with_the_plateau_schedule_through_lightning(tmp_path):
+    import csv
+
+    import yaml
+
+    from gea_graph.train import fit
+
+    raw = {
+        "data": {"cls": "torch_geometric.datasets.FakeDataset",
+                 "options": {"num_graphs": 24, "avg_num_nodes": 5, "num_channels": 3, "edge_dim": 2,
+                             "num_classes": 2}},
+        "model": {"family": "pyg_gine", "task": "graph_classification", "out_channels": 2, "hidden": 8, "layers": 1,
+                  "node_encoder": "linear", "node_in": 3, "edge_encoder": "linear", "edge_in": 2, "mpnn": "gine",
+                  "attn": None, "gea": False},
+        "optim": {"optimizer": "adam", "lr": 0.01, "schedule": "plateau", "patience": 0, "factor": 0.5, "clip": None},
+        "trainer": {"max_epochs": 4, "batch_size": 8},
+    }
+    path = tmp_path / "peer.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = fit(load_recipe(path), tmp_path / "run", accelerator="cpu", progress=False, verbose=False)
+    assert result["epochs"] == 4
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    # patience 0: after each epoch the rate halves unless that epoch's validation accuracy was a new best (max mode,
+    # PyTorch's relative threshold 1e-4); the rate in a row is the one the epoch trained with.
+    best = -math.inf
+    for prev, row in itertools.pairwise(rows):
+        val = float(prev["val"])
+        improved = val > best * (1 + 1e-4) if best > 0 else val > best
+        best = val if improved else best
+        assert float(row["lr"]) == pytest.approx(float(prev["lr"]) * (1.0 if improved else 0.5))
+    assert float(rows[0]["lr"]) == pytest.approx(0.01)
