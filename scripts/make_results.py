@@ -176,6 +176,22 @@ def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
     return lines, means
 
 
+def depth_table(bench: Bench) -> list[str]:
+    r"""Test accuracy per model (rows) and tree depth (columns), mean ± std over seeds (GEAET Figure 7 as a table)."""
+    cells: dict[str, dict[int, list[float]]] = {}
+    for run in bench.runs:
+        if "-tree-r" in run["recipe"]:
+            model, depth = run["recipe"].rsplit("-tree-r", 1)
+            cells.setdefault(model, {}).setdefault(int(depth), []).append(run["test"])
+    if not cells:
+        return []
+    depths = sorted({d for by_depth in cells.values() for d in by_depth})
+    lines = ["| model | " + " | ".join(f"r={d}" for d in depths) + " |", "|---|" + "---:|" * len(depths)]
+    for model, by_depth in cells.items():
+        lines.append(f"| {model} | " + " | ".join(_pm(by_depth[d]) if d in by_depth else "–" for d in depths) + " |")
+    return ["Test accuracy by depth:", "", *lines, ""]
+
+
 def zinc_goals(means: dict[str, float]) -> list[str]:
     r"""The issue's ZINC goals, checked on the measured means (a goal whose runs are missing says so)."""
     if not means:
@@ -248,6 +264,8 @@ def copy_plots(bench: Bench, names: tuple[str, ...], page: Path, prefix: str) ->
 def bench_section(bench: Bench, title: str, intro: str, plots: tuple[str, ...], page: Path,
                   goals: bool = False) -> list[str]:
     lines = [f"## {title}", "", intro, ""]
+    if "tree-depth-cpu.png" in plots:
+        lines += depth_table(bench)
     table, means = leaderboard(bench)
     lines += table + [""]
     if goals:

@@ -222,8 +222,11 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     gpu = tmp_path / "runs" / "gpu"
     _fake_bench(tmp_path, gpu, {"gcn-geanet-peptides-func": [0.69, 0.70]},
                 "gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1", gpu="NVIDIA H100", higher=True)
+    tree = tmp_path / "runs" / "tree"
+    _fake_bench(tmp_path, tree, {"gcn-tree-r2": [0.9, 1.0], "gcn-tree-r3": [0.5, 0.5]},
+                "gea-graph bench --suite tree-depth-cpu", higher=True)
     page = tmp_path / "docs" / "results.md"
-    assert _make_results().main([str(zinc), str(gpu), "--out", str(page)]) == 0
+    assert _make_results().main([str(zinc), str(gpu), str(tree), "--out", str(page)]) == 0
     text = page.read_text()
     zinc_part = text.split("## ZINC")[1].split("\n## ")[0]
     order = [line.split("|")[2].strip() for line in zinc_part.splitlines()
@@ -236,7 +239,8 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     assert "torch threads per run: 1" in zinc_part and "load average" in zinc_part and "cores" in zinc_part
     assert "(results/zinc-cpu-10min-curves.png)" in zinc_part
     assert (page.parent / "results" / "zinc-cpu-10min-curves.png").is_file()
-    assert text.count("Not yet measured.") == 2  # the Peptides-func and tree sections
+    assert text.count("Not yet measured.") == 1  # the Peptides-func section
+    assert "| model | r=2 | r=3 |\n|---|---:|---:|\n| gcn | 0.9500 ± 0.0500 | 0.5000 ± 0.0000 |" in text
     gpu_part = text.split("## GPU reproductions")[1]
     assert "on NVIDIA H100" in gpu_part and "0.6950 ± 0.0050" in gpu_part
     queue = text.split("## GPU reproduction queue")[1].split("## GPU reproductions")[0]
