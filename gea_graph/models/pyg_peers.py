@@ -74,6 +74,7 @@ class PyGPeer(Module):
 
     def layer_forward(self, conv: Module, x: Tensor, edge_index: Tensor, edge_attr: Tensor,
                       batch: Tensor) -> Tensor:
+        r"""One layer: node features ``[sum N_i, d]`` (and the encoded edges ``[E, d]``) to ``[sum N_i, d]``."""
         raise NotImplementedError
 
     def forward(self, batch) -> Tensor:

@@ -161,12 +161,16 @@ class GraphTask(L.LightningModule):
 
     # -- optimisation ---------------------------------------------------------------------------------------------
     def _time_fraction(self) -> float:
+        r"""The share of the run's budget used so far: of the wall-clock cap, or of ``trainer.max_epochs`` when that
+        ends the run first (so the cosine always reaches 0 at the end of the run)."""
         # Lightning's Timer holds the cap and the training time so far (restored from checkpoints on resume).
         timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
         if timer is None:
             raise ValueError("optim.horizon: time needs a wall-clock cap (trainer.max_time or --max-time)")
         elapsed = timer.time_elapsed("train")
-        return elapsed / max(elapsed + (timer.time_remaining("train") or 0.0), 1e-9)
+        by_time = elapsed / max(elapsed + (timer.time_remaining("train") or 0.0), 1e-9)
+        by_steps = self.trainer.global_step / max(int(self.trainer.estimated_stepping_batches), 1)
+        return max(by_time, by_steps)
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim

@@ -92,8 +92,9 @@ class OptimConfig:
         horizon: What the cosine schedule runs over: ``"epochs"`` (warm-up, then half a cosine to 0 at
             ``trainer.max_epochs``, stepped per epoch) or ``"time"`` (half a cosine from the peak to 0 over the run's
             wall-clock cap, ``trainer.max_time`` or ``--max-time``, stepped per step: the rate at a step is
-            :math:`\frac{1}{2}(1 + \cos(\pi t / T))` times the peak after :math:`t` of the :math:`T` training
-            seconds; for fixed-time budgets, where the epochs that fit depend on the machine; no warm-up).
+            :math:`\frac{1}{2}(1 + \cos(\pi f))` times the peak, :math:`f` the larger of the shares of the
+            cap's training seconds and of ``trainer.max_epochs``'s steps used so far; for fixed-time budgets,
+            where the epochs that fit depend on the machine; no warm-up).
         warmup_epochs: Warm-up length of the cosine schedule.
         warmup_steps: Warm-up length of the polynomial schedule.
         end_lr: Final learning rate of the polynomial schedule.
