@@ -47,7 +47,9 @@ SECTIONS = (
             "CPU thread with two runs side by side, 2 seeds; test AP at the best validation epoch within the budget."),
     Section("tree-depth-cpu", "TreeNeighbourMatch, accuracy against depth",
             "The five models of GEAET's Figure 7 on TreeNeighbourMatch with problem radius 2 to 4, each run capped at "
-            "7 CPU minutes (one thread, two runs side by side), 2 seeds; test accuracy at the best validation epoch.",
+            "7 CPU minutes (one thread, two runs side by side), 2 seeds; test accuracy at the best validation epoch. "
+            "The recipes' cosine runs over each run's budget (the 7 minutes, or the recipe's epochs when those end "
+            "it first) without warm-up.",
             plots=("tree-depth-cpu.png", "curves.png")),
 )
 

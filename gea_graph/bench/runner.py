@@ -11,7 +11,6 @@ Outputs in ``DIR``:
 - ``bench.json``: how the bench ran (:func:`bench_info`: the command, jobs, threads, time cap, the machine's CPU
   and cores, the library versions and commit, and per invocation its start, end and load average), read by
   ``scripts/make_results.py``;
-
 - ``results.csv``: one row per run (:data:`CSV_COLUMNS`);
 - ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe, with the published
   number beside it where the recipe copies a paper;

@@ -67,6 +67,7 @@ def test_peptides_and_tree_suites():
     assert [load_recipe(r).data.name for r in pep.recipes] == ["peptides-func"] * 3
     tree = suites.get_suite("tree-depth-cpu")
     assert tree.plot == "depth" and (tree.jobs, tree.threads) == (2, 1)
+    assert load_recipe("geaet-tree-r4", tree.overrides).optim.horizon == "time"  # the cosine fits the cap
     assert sorted({int(r.rsplit("-r", 1)[1]) for r in tree.recipes}) == [2, 3, 4]
     assert {r.rsplit("-tree", 1)[0] for r in tree.recipes} == set(suites.TREE_MODELS)
     # At most about two hours each on 2 cores: ceil(runs / jobs) caps.
