@@ -169,7 +169,8 @@ class GraphTask(L.LightningModule):
             raise ValueError("optim.horizon: time needs a wall-clock cap (trainer.max_time or --max-time)")
         elapsed = timer.time_elapsed("train")
         by_time = elapsed / max(elapsed + (timer.time_remaining("train") or 0.0), 1e-9)
-        by_steps = self.trainer.global_step / max(int(self.trainer.estimated_stepping_batches), 1)
+        total = float(self.trainer.estimated_stepping_batches)  # inf when the epochs are unbounded
+        by_steps = self.trainer.global_step / total if math.isfinite(total) and total > 0 else 0.0
         return max(by_time, by_steps)
 
     def configure_optimizers(self) -> dict[str, Any]:
