@@ -4,7 +4,8 @@ Each run trains in its own process (``python -m gea_graph train ... --resume``) 
 peak memory is per run, a crash does not stop the bench, and an interrupted bench continues where it stopped: a run
 whose ``result.json`` exists is skipped, a run with only ``checkpoints/last.ckpt`` resumes from it. ``jobs`` runs
 train at the same time (each with ``threads`` torch threads; their output goes to ``<run dir>/train.log`` when
-``jobs > 1``); runs are independent processes, so a parallel bench gives the results of a sequential one.
+``jobs > 1``, after :func:`prepare_data` has built their datasets once); runs are independent processes, so a
+parallel bench gives the results of a sequential one.
 
 Outputs in ``DIR``:
 
@@ -19,6 +20,7 @@ Outputs in ``DIR``:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -125,6 +127,25 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def prepare_data(runs: Sequence[BenchRun], log=print) -> None:
+    r"""Builds (or finds cached) each distinct dataset of ``runs`` once, in this process, before parallel runs start:
+    runs started together never build the same cache twice at once, and no run's time cap is spent on another's
+    data preparation. A dataset that fails to build is left to its runs, which report the error."""
+    from gea_graph.train.data import load_datasets
+
+    done: set[str] = set()
+    for run in runs:
+        key = json.dumps(dataclasses.asdict(run.recipe.data), sort_keys=True, default=str)
+        if key in done:
+            continue
+        done.add(key)
+        log(f"preparing {run.recipe.data.label} (pe: {run.recipe.data.pe or 'none'})")
+        try:
+            load_datasets(run.recipe.data)
+        except Exception as err:  # noqa: BLE001 -- the runs of this dataset fail and report it
+            log(f"preparing {run.recipe.data.label} failed ({type(err).__name__}: {err}); its runs will report it")
+
+
 def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int] | None = None,
               max_time: float | None = None, overrides: Sequence[str] = (),
               trainer_args: Sequence[str] = (), jobs: int = 1, threads: int | None = None,
@@ -167,6 +188,8 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
             log(f"{tag}: complete, skipped")
         else:
             queue.append((tag, run))
+    if jobs > 1:
+        prepare_data([run for _, run in queue], log)
     active: list[tuple[str, BenchRun, subprocess.Popen, object]] = []
     last_sample = -math.inf
     try:

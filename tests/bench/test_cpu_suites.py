@@ -123,8 +123,11 @@ def test_jobs_2_runs_two_processes_at_once(tmp_path, monkeypatch):
         return [sys.executable, "-c", WAIT_FOR_OTHER, str(run.run_dir), str(dirs[1 - run.seed])]
 
     monkeypatch.setattr(runner, "train_command", command)
+    messages: list[str] = []
     runs = runner.run_bench([str(recipe)], out, seeds=[0, 1], max_time=0.5, jobs=2, threads=1,
-                            command="gea-graph bench ...", log=lambda _: None, poll=0.05)
+                            command="gea-graph bench ...", log=messages.append, poll=0.05)
+    # The shared dataset is prepared once, before the two runs start.
+    assert [m for m in messages if m.startswith("preparing")] == ["preparing FakeDataset (pe: none)"]
     assert all(r.result is not None and r.result["threads"] == "1" for r in runs)
     info = json.loads((out / "bench.json").read_text())
     assert (info["jobs"], info["threads"], info["max_time_min"], info["command"]) == (2, 1, 0.5, "gea-graph bench ...")
