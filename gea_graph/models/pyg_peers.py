@@ -110,11 +110,11 @@ class PyGGPS(PyGPeer):
     :class:`~torch_geometric.nn.GPSConv` implements it):
 
     .. math::
-        \mathbf{X}^{\ell+1} = \mathrm{GPSConv}\big(\mathbf{X}^{\ell}, \mathbf{E}\big)
-        = \mathrm{MLP}\big(\mathrm{BN}(\mathbf{X}^{\ell} + \mathrm{GINE}(\mathbf{X}^{\ell}, \mathbf{E}))
-        + \mathrm{BN}(\mathbf{X}^{\ell} + \mathrm{MHA}(\mathbf{X}^{\ell}))\big)
+        \mathbf{H} &= \mathrm{BN}\big(\mathbf{X}^{\ell} + \mathrm{GINE}(\mathbf{X}^{\ell}, \mathbf{E})\big)
+        + \mathrm{BN}\big(\mathbf{X}^{\ell} + \mathrm{MHA}(\mathbf{X}^{\ell})\big) \\
+        \mathbf{X}^{\ell+1} &= \mathrm{BN}\big(\mathbf{H} + \mathrm{MLP}(\mathbf{H})\big)
 
-    (each branch with dropout ``dropout``, the sum followed by a residual FFN and BatchNorm). ``heads`` heads,
+    (both branches with dropout ``dropout`` before their residual; the MLP is :math:`d \to 2d \to d`). ``heads`` heads,
     attention dropout ``attn_dropout`` (the example's 0.5). The example's settings: ``hidden=64, layers=10,
     heads=4, attn_dropout=0.5``, RWPE-20 to 8 channels, ZINC's 28 atom types and 4 bond types; 423,857
     parameters.
@@ -163,7 +163,7 @@ class PyGGINEBlock(Module):
 
 class PyGGINE(PyGPeer):
     r"""A plain GINE network the size of :class:`PyGGPS`: the same encoders, GINE MLPs, pooling and head, without
-    the global attention, the FFN or GPSConv's second norm (each layer a :class:`PyGGINEBlock`)."""
+    the global attention branch and the FFN block (each layer a :class:`PyGGINEBlock`)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
