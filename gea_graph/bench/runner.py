@@ -2,10 +2,16 @@ r"""The benchmark runner behind ``gea-graph bench``: every recipe x seed, resuma
 
 Each run trains in its own process (``python -m gea_graph train ... --resume``) into ``DIR/<recipe>/seed<seed>/``, so
 peak memory is per run, a crash does not stop the bench, and an interrupted bench continues where it stopped: a run
-whose ``result.json`` exists is skipped, a run with only ``checkpoints/last.ckpt`` resumes from it.
+whose ``result.json`` exists is skipped, a run with only ``checkpoints/last.ckpt`` resumes from it. ``jobs`` runs
+train at the same time (each with ``threads`` torch threads; their output goes to ``<run dir>/train.log`` when
+``jobs > 1``, after :func:`prepare_data` has built their datasets once); runs are independent processes, so a
+parallel bench gives the results of a sequential one.
 
 Outputs in ``DIR``:
 
+- ``bench.json``: how the bench ran (:func:`bench_info`: the command, jobs, threads, time cap, the machine's CPU
+  and cores, the library versions and commit, and per invocation its start, end and load average), read by
+  ``scripts/make_results.py``;
 - ``results.csv``: one row per run (:data:`CSV_COLUMNS`, then ``test_<key>`` for each further value of a metric
   that computes several, e.g. PCQM-Contact's ``test_hits@1`` ... ``test_mrr_filtered``);
 - ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe and its parameter count,
@@ -15,19 +21,25 @@ Outputs in ``DIR``:
 from __future__ import annotations
 
 import csv
+import dataclasses
+import json
 import math
 import os
 import subprocess
 import sys
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from gea_graph.data import DATASETS
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
 from gea_graph.train.run import METRICS_FILE, check_run_dir, read_metrics, read_result
 
+BENCH_FILE = "bench.json"
+LOG_FILE = "train.log"
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
                "train_time_s", "peak_memory_mb", "metric")
 
@@ -69,23 +81,153 @@ def train_command(run: BenchRun, overrides: Sequence[str], max_time: float | Non
     return cmd
 
 
+def machine_info() -> dict[str, object]:
+    r"""The CPU model, its cores, the platform and the versions of Python, torch and PyG (for the results page)."""
+    import platform
+
+    import torch
+    import torch_geometric
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
+            "commit": _git_commit()}
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                             cwd=Path(__file__).resolve().parent)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def bench_info(out: Path, command: str | None, jobs: int, threads: int | None, max_time: float | None,
+               overrides: Sequence[str]) -> dict:
+    r"""``bench.json`` of ``out`` updated for a new invocation (earlier invocations of a resumed bench are kept)."""
+    path = out / BENCH_FILE
+    info = json.loads(path.read_text()) if path.is_file() else {"invocations": []}
+    info.update({"command": command, "jobs": jobs, "threads": threads, "max_time_min": max_time,
+                 "overrides": list(overrides), "machine": machine_info()})
+    return info
+
+
+def _write_json(path: Path, obj: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def prepare_data(runs: Sequence[BenchRun], log=print) -> None:
+    r"""Builds (or finds cached) each distinct dataset of ``runs`` once, in this process, before parallel runs start:
+    runs started together never build the same cache twice at once, and no run's time cap is spent on another's
+    data preparation. A dataset that fails to build is left to its runs, which report the error."""
+    from gea_graph.train.data import load_datasets
+
+    done: set[str] = set()
+    for run in runs:
+        key = json.dumps(dataclasses.asdict(run.recipe.data), sort_keys=True, default=str)
+        if key in done:
+            continue
+        done.add(key)
+        log(f"preparing {run.recipe.data.label} (pe: {run.recipe.data.pe or 'none'})")
+        try:
+            load_datasets(run.recipe.data)
+        except Exception as err:  # noqa: BLE001 -- the runs of this dataset fail and report it
+            log(f"preparing {run.recipe.data.label} failed ({type(err).__name__}: {err}); its runs will report it")
+
+
 def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int] | None = None,
               max_time: float | None = None, overrides: Sequence[str] = (),
-              trainer_args: Sequence[str] = (), log=print) -> list[BenchRun]:
-    r"""Runs (or skips, when complete) every recipe x seed, then writes the result files. Returns the runs; those
-    that failed have no ``result``."""
+              trainer_args: Sequence[str] = (), jobs: int = 1, threads: int | None = None,
+              command: str | None = None, log=print, poll: float = 0.5) -> list[BenchRun]:
+    r"""Runs (or skips, when complete) every recipe x seed, ``jobs`` at a time, then writes the result files.
+    Returns the runs; those that failed have no ``result``.
+
+    Args:
+        recipes: Recipe names or paths.
+        out_dir: Output directory.
+        seeds: Seeds of every recipe (``None``: each recipe's ``trainer.seeds``).
+        max_time: Wall-clock cap of each run in minutes.
+        overrides: ``KEY=VALUE`` overrides of every recipe.
+        trainer_args: Extra ``gea-graph train`` flags (placement).
+        jobs: Runs training at the same time (each a process).
+        threads: Torch threads of each run (``--threads`` and ``OMP_NUM_THREADS``; ``None``: torch's default).
+        command: The command line that started the bench (recorded in ``bench.json``).
+        log: Progress printer.
+        poll: Seconds between checks of the running processes.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1 (got {jobs})")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1 (got {threads})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = plan(recipes, seeds, out, overrides)
+    info = bench_info(out, command, jobs, threads, max_time, overrides)
+    session = {"start": _now(), "end": None, "load_average": []}
+    info["invocations"].append(session)
+    _write_json(out / BENCH_FILE, info)
+    extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
+    env = dict(os.environ)
+    if threads is not None:  # also the OpenMP / MKL pools that torch.set_num_threads does not reach
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    queue: deque[tuple[str, BenchRun]] = deque()
     for i, run in enumerate(runs, 1):
         tag = f"[{i}/{len(runs)}] {run.recipe.name} seed {run.seed}"
         if run.result is not None:
             log(f"{tag}: complete, skipped")
-            continue
-        log(f"{tag}: training in {run.run_dir}")
-        proc = subprocess.run(train_command(run, overrides, max_time, trainer_args), check=False)
-        if proc.returncode != 0 or run.result is None:
-            log(f"{tag}: FAILED (exit code {proc.returncode}); see the output above")
+        else:
+            queue.append((tag, run))
+    if jobs > 1:
+        prepare_data([run for _, run in queue], log)
+    active: list[tuple[str, BenchRun, subprocess.Popen, object]] = []
+    last_sample = -math.inf
+    try:
+        while queue or active:
+            while queue and len(active) < jobs:
+                tag, run = queue.popleft()
+                run.run_dir.mkdir(parents=True, exist_ok=True)
+                sink = open(run.run_dir / LOG_FILE, "a") if jobs > 1 else None  # noqa: SIM115 -- closed below
+                where = f" (log: {run.run_dir / LOG_FILE})" if sink is not None else ""
+                log(f"{tag}: training in {run.run_dir}{where}")
+                proc = subprocess.Popen(train_command(run, overrides, max_time, extra), env=env, stdout=sink,
+                                        stderr=subprocess.STDOUT if sink is not None else None)
+                active.append((tag, run, proc, sink))
+            if time.monotonic() - last_sample >= 60:
+                session["load_average"].append(round(os.getloadavg()[0], 2))
+                last_sample = time.monotonic()
+            time.sleep(poll)
+            for item in [a for a in active if a[2].poll() is not None]:
+                active.remove(item)
+                tag, run, proc, sink = item
+                if sink is not None:
+                    sink.close()
+                if proc.returncode != 0 or run.result is None:
+                    see = f"see {run.run_dir / LOG_FILE}" if sink is not None else "see the output above"
+                    log(f"{tag}: FAILED (exit code {proc.returncode}); {see}")
+                else:
+                    log(f"{tag}: done")
+    finally:
+        for _, _, proc, sink in active:  # interrupted: stop the runs (they resume from last.ckpt next time)
+            proc.terminate()
+            proc.wait()
+            if sink is not None:
+                sink.close()
+        session["end"] = _now()
+        session["load_average"].append(round(os.getloadavg()[0], 2))
+        _write_json(out / BENCH_FILE, info)
     write_reports(runs, out)
     return runs
 

@@ -24,6 +24,8 @@ class Suite:
         max_time: Wall-clock cap of each run in minutes (``None``: the recipe's epochs decide).
         overrides: ``KEY=VALUE`` overrides applied to every recipe of the suite (before the user's own).
         plot: Extra plot of the suite: ``"depth"`` (test accuracy against tree depth, GEAET Fig. 7) or ``None``.
+        jobs: Runs that train at the same time (``gea-graph bench --jobs`` overrides it).
+        threads: Torch threads of each run (``None``: torch's default; ``--threads`` overrides it).
     """
 
     name: str
@@ -33,6 +35,8 @@ class Suite:
     max_time: float | None = None
     overrides: tuple[str, ...] = field(default=())
     plot: str | None = None
+    jobs: int = 1
+    threads: int | None = None
 
     def size(self, seeds: Sequence[int] | None = None) -> tuple[int, int]:
         r"""``(runs, epochs)``: the number of recipe x seed runs and the epochs they train in total (each recipe's
@@ -67,11 +71,13 @@ def get_suite(name: str) -> Suite:
 
 def list_suites(seeds: Sequence[int] | None = None) -> str:
     r"""The text of ``gea-graph bench --list-suites``: one line per suite with its size."""
-    lines = [f"{'suite':<28} {'runs':>5} {'epochs':>8} {'cap/run':>8}  description"]
+    lines = [f"{'suite':<28} {'runs':>5} {'epochs':>8} {'cap/run':>8} {'jobs':>4} {'at most':>8}  description"]
     for suite in SUITES.values():
         runs, epochs = suite.size(seeds)
         cap = f"{suite.max_time:g} min" if suite.max_time is not None else "-"
-        lines.append(f"{suite.name:<28} {runs:>5} {epochs:>8} {cap:>8}  {suite.description}")
+        # With a cap, the bench takes at most ceil(runs / jobs) caps (plus data preparation).
+        most = f"{-(-runs // suite.jobs) * suite.max_time / 60:.1f} h" if suite.max_time is not None else "-"
+        lines.append(f"{suite.name:<28} {runs:>5} {epochs:>8} {cap:>8} {suite.jobs:>4} {most:>8}  {suite.description}")
     return "\n".join(lines)
 
 
@@ -142,6 +148,47 @@ register(Suite(
     "GFSA Table 14: Graphormer vs Graphormer+GFSA on ZINC (GraphormerSLIM)",
     ("graphormer-zinc", "graphormer-gfsa-zinc")))
 register(Suite(
+    "gfsa-pcqm4m",
+    "GFSA Table 15: Graphormer vs Graphormer+GFSA on PCQM4M (v1, OGB-LSC 2021; val MAE)",
+    ("graphormer-pcqm4m", "graphormer-gfsa-pcqm4m")))
+register(Suite(
     "gfsa-pcqm4mv2",
     "GFSA Table 15: Graphormer vs Graphormer+GFSA on PCQM4Mv2 (48.3M params, val MAE)",
     ("graphormer-pcqm4mv2", "graphormer-gfsa-pcqm4mv2")))
+
+# -- CPU-budget leaderboards (docs/results.md): a fixed wall-clock budget per run, two runs at a time with one torch
+# thread each, so that a 2-core machine runs them without oversubscription. Each run's test metric is read at its
+# best validation epoch within the budget.
+
+CPU_JOBS = 2
+CPU_THREADS = 1
+
+ZINC_CPU = (
+    "geaet-zinc-cpu", "gps-zinc-cpu", "geaet-gfsa-zinc-cpu",
+    "gatedgcn-geanet-zinc-cpu", "gatedgcn-zinc-cpu", "gcn-geanet-zinc-cpu", "gcn-zinc-cpu",
+    "gin-geanet-zinc-cpu", "gin-zinc-cpu",
+    "graphormer-zinc-cpu", "graphormer-gfsa-zinc-cpu", "graphormer-plaplacian-zinc-cpu", "graphormer-agf-zinc-cpu",
+    "pyg-gps-zinc", "pyg-gine-zinc",
+)
+
+register(Suite(
+    "zinc-cpu-10min",
+    "ZINC leaderboard: every model family and PyG's GPS / GINE, 10 CPU minutes per run, 2 seeds",
+    ZINC_CPU, seeds=(0, 1), max_time=10, jobs=CPU_JOBS, threads=CPU_THREADS))
+
+register(Suite(
+    "peptides-func-cpu-30min",
+    "Peptides-func AP: GCN, GCN+GEANet, GEAET, 30 CPU minutes per run, 2 seeds",
+    ("gcn-peptides-func-cpu", "gcn-geanet-peptides-func-cpu", "geaet-peptides-func-cpu"),
+    seeds=(0, 1), max_time=30, jobs=CPU_JOBS, threads=CPU_THREADS))
+
+CPU_TREE_DEPTHS = (2, 3, 4)
+
+# The tree recipes' epoch cosine (with 5 warm-up epochs) would still be warming up when 7 minutes end a deep tree's
+# run; here it runs over the run's budget instead: the 7 minutes, or the recipe's epochs when those end it first.
+register(Suite(
+    "tree-depth-cpu",
+    "TreeNeighbourMatch accuracy vs depth, 5 models x r=2..4, 7 CPU minutes per run, 2 seeds (about 2 hours)",
+    tuple(f"{m}-tree-r{d}" for m in TREE_MODELS for d in CPU_TREE_DEPTHS),
+    seeds=(0, 1), max_time=7, overrides=("optim.horizon=time", "optim.warmup_epochs=0"), plot="depth",
+    jobs=CPU_JOBS, threads=CPU_THREADS))

@@ -3,10 +3,14 @@ r"""``gea-graph bench``: run recipes x seeds and write ``results.csv``, ``result
     gea-graph bench --recipes geaet-zinc-quick --seeds 0 --max-time 5
     gea-graph bench --recipes geaet-zinc,gps-zinc --seeds 0,1,2,3 --out runs/zinc
     gea-graph bench --suite tree-neighbours-match --seeds 0 [--depths 2,3,4]
+    gea-graph bench --suite zinc-cpu-10min              # 2 runs at a time, 1 thread each (the suite's setting)
+    gea-graph bench --recipes gcn-zinc-cpu,gcn-geanet-zinc-cpu --jobs 2 --threads 1 --max-time 10
     gea-graph bench --list-suites
 
-Runs already complete in ``--out`` are skipped, so an interrupted bench continues where it stopped. The tree suite
-also plots test accuracy against depth per model (``tree-neighbours-match.png``, like GEAET's Figure 7).
+Runs already complete in ``--out`` are skipped, so an interrupted bench continues where it stopped. ``--jobs N``
+trains N runs at once (each in its own process, its output in ``<run>/train.log``). The depth-sweep suites also
+plot test accuracy against depth per model (``<suite>.png``, like GEAET's Figure 7). ``scripts/make_results.py``
+turns bench folders into ``docs/results.md``.
 """
 from __future__ import annotations
 
@@ -32,11 +36,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--depths", type=_ints, default=None,
                         help="tree depths of a depth-sweep suite (default: all of the suite's)")
     parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap of each run, in minutes")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="runs trained at the same time (default: the suite's, else 1)")
     parser.add_argument("--out", default=None, help="output directory (default: runs/bench or runs/<suite>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override applied to every recipe, e.g. --set trainer.max_epochs=5 (repeatable)")
     add_common_trainer_args(parser)
     parser.set_defaults(func=run)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    r"""The ``gea-graph bench`` command of ``args`` as a user would type it (recorded in ``bench.json``)."""
+    words = ["gea-graph", "bench"]
+    words += ["--suite", args.suite] if args.suite else ["--recipes", args.recipes]
+    for flag, value in (("--seeds", args.seeds), ("--depths", args.depths)):
+        if value:
+            words += [flag, ",".join(map(str, value))]
+    for flag, value in (("--max-time", args.max_time), ("--jobs", args.jobs), ("--threads", args.threads),
+                        ("--out", args.out)):
+        if value is not None:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for override in args.overrides:
+        words += ["--set", override]
+    if args.accelerator != "auto":
+        words += ["--accelerator", args.accelerator]
+    return " ".join(words)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     suite = None
     seeds, max_time, overrides = args.seeds, args.max_time, list(args.overrides)
+    jobs, threads = args.jobs, args.threads
     if args.suite:
         if args.suite not in SUITES:
             print(f"gea-graph bench: error: unknown suite {args.suite!r}; known: {', '.join(sorted(SUITES))}",
@@ -61,18 +86,18 @@ def run(args: argparse.Namespace) -> int:
         seeds = seeds if seeds is not None else suite.seeds
         max_time = max_time if max_time is not None else suite.max_time
         overrides = [*suite.overrides, *overrides]
+        jobs = jobs if jobs is not None else suite.jobs
+        threads = threads if threads is not None else suite.threads
         out = Path(args.out or f"runs/{args.suite}")
     else:
         recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
         out = Path(args.out or "runs/bench")
     trainer_args = ["--accelerator", args.accelerator, "--devices", str(args.devices),
                     "--num-nodes", str(args.num_nodes), "--strategy", args.strategy]
-    if args.threads is not None:
-        trainer_args += ["--threads", str(args.threads)]
     try:
         runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
-                         trainer_args=trainer_args)
-    except RecipeError as err:
+                         trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args))
+    except (RecipeError, ValueError) as err:
         print(f"gea-graph bench: error: {err}", file=sys.stderr)
         return 2
     if suite is not None and suite.plot == "depth":

@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     """Runs the suite; exit code 0 when it ran (missed targets are reported, not failures)."""
-    from gea_graph.bench.perf import Settings, resolve_device, row_groups, run_suite
+    from gea_graph.bench.perf.core import Settings, resolve_device
+    from gea_graph.bench.perf.suite import row_groups, run_suite
 
     if args.only:
         unknown = sorted(set(args.only) - set(row_groups()))

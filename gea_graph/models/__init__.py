@@ -13,6 +13,7 @@ from gea_graph.models.networks import (
                                        build_model,
                                        count_parameters,
 )
+from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 
 __all__ = [
                                        "FAMILIES",
@@ -24,6 +25,8 @@ __all__ = [
                                        "MPNNModel",
                                        "ModelConfig",
                                        "PEConfig",
+                                       "PyGGINE",
+                                       "PyGGPS",
                                        "build_model",
                                        "count_parameters",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILIES = ("geaet", "graphormer", "mpnn")
+FAMILIES = ("geaet", "graphormer", "mpnn", "pyg_gps", "pyg_gine")
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification",
          "target_node", "link_ranking")
 NODE_ENCODERS = ("atom", "embedding", "linear", "voc", "coco")
@@ -62,7 +62,10 @@ class ModelConfig:
 
     Args:
         family: ``"geaet"`` (MPNN / global attention / GEANet branches in parallel, any one switched off),
-            ``"graphormer"`` or ``"mpnn"`` (a plain message-passing stack).
+            ``"graphormer"``, ``"mpnn"`` (a plain message-passing stack), or a peer built from PyG's own classes
+            (:mod:`gea_graph.models.pyg_peers`): ``"pyg_gps"`` (PyG's ``examples/graph_gps.py`` network: ``mpnn:
+            gine``, ``attn: softmax``, ``gea: false``, RWPE only) or ``"pyg_gine"`` (a plain GINE network of the same
+            size: ``mpnn: gine``, ``attn: null``, ``gea: false``).
         task: One of :data:`TASKS`.
         out_channels: Outputs per prediction (targets, classes or labels; link ranking: the pair-embedding size).
         hidden: Hidden size :math:`d`.
@@ -168,5 +171,25 @@ class ModelConfig:
             raise ValueError("model: a geaet layer needs at least one of mpnn, attn, gea")
         if self.family == "graphormer" and self.attn is None:
             raise ValueError("model.attn: the graphormer family needs an attention type")
+        if self.family.startswith("pyg_"):
+            self._check_pyg_peer()
+            return
         from gea_graph.models.layer_args import check_layer_args  # imports gea_graph.nn
         check_layer_args(self)
+
+    def _check_pyg_peer(self) -> None:
+        # The peers build PyG's classes as they are: only the choices those classes offer are accepted.
+        attn = "softmax" if self.family == "pyg_gps" else None
+        if self.mpnn != "gine":
+            raise ValueError(f"model.mpnn: {self.mpnn!r}; the {self.family} family uses PyG's GINEConv (mpnn: gine)")
+        if self.attn != attn:
+            raise ValueError(f"model.attn: {self.attn!r}; the {self.family} family takes attn: "
+                             f"{'softmax (GPSConv multihead)' if attn else 'null'}")
+        if self.gea:
+            raise ValueError(f"model.gea: the {self.family} family has no GEANet branch; set gea: false")
+        if self.pe is not None and self.pe.kind != "rw":
+            raise ValueError(f"model.pe.kind: {self.pe.kind!r}; the {self.family} family reads RWPE only (kind: rw)")
+        for section in ("layer_args", "mpnn_args", "attn_args", "gea_args", "pe_args"):
+            if getattr(self, section):
+                raise ValueError(f"model.{section}: the {self.family} family builds PyG's classes with PyG's "
+                                 f"example settings and takes no pass-through arguments")

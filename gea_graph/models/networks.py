@@ -32,6 +32,7 @@ from gea_graph.models.layer_args import (
     graphormer_layer_kwargs,
     mpnn_block_kwargs,
 )
+from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 from gea_graph.nn import (
     CentralityEncoding,
     GEAETLayer,
@@ -196,9 +197,14 @@ class GraphormerModel(GraphModel):
         return from_dense(x[:, 1:], mask[:, 1:]), x[:, 0]
 
 
-def build_model(cfg: ModelConfig) -> GraphModel:
+def build_model(cfg: ModelConfig) -> Module:
     r"""The network of ``cfg`` (``geaet``: :class:`GEAETModel`, ``graphormer``: :class:`GraphormerModel`,
-    ``mpnn``: :class:`MPNNModel`)."""
+    ``mpnn``: :class:`MPNNModel`, ``pyg_gps`` / ``pyg_gine``: the PyG peers :class:`~gea_graph.models.pyg_peers.PyGGPS`
+    / :class:`~gea_graph.models.pyg_peers.PyGGINE`)."""
+    if cfg.family == "pyg_gps":
+        return PyGGPS(cfg)
+    if cfg.family == "pyg_gine":
+        return PyGGINE(cfg)
     if cfg.family == "geaet":
         return GEAETModel(cfg)
     if cfg.family == "graphormer":

@@ -1,5 +1,5 @@
 r"""The LightningModule of every recipe: loss, metrics (validation and test every epoch, test read at the best
-validation epoch as in GraphGPS), AdamW and the learning-rate schedules."""
+validation epoch as in GraphGPS), Adam(W) and the learning-rate schedules."""
 from __future__ import annotations
 
 import math
@@ -10,6 +10,7 @@ from typing import Any
 import lightning as L
 import torch
 import torchmetrics
+from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from gea_graph.models import build_model, count_parameters
@@ -34,6 +35,16 @@ def cosine_with_warmup(warmup: int, total: int) -> Callable[[int], float]:
             return max(1e-6, step / max(1, warmup))
         progress = (step - warmup) / max(1, total - warmup)
         return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return factor
+
+
+def cosine_over_time(fraction: Callable[[], float]) -> Callable[[int], float]:
+    r"""Learning-rate factor read at each step from ``fraction()``, the share of the run's time budget used so far:
+    :math:`\frac{1}{2}(1 + \cos(\pi \min(f, 1)))` (1 at the start, 0 when the budget is spent)."""
+
+    def factor(step: int) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * min(max(fraction(), 0.0), 1.0)))
 
     return factor
 
@@ -173,13 +184,38 @@ class GraphTask(L.LightningModule):
         self.history = [dict(r) for r in checkpoint.get("gea_history", [])]
 
     # -- optimisation ---------------------------------------------------------------------------------------------
+    def _time_fraction(self) -> float:
+        r"""The share of the run's budget used so far: of the wall-clock cap, or of ``trainer.max_epochs`` when that
+        ends the run first (so the cosine always reaches 0 at the end of the run)."""
+        # Lightning's Timer holds the cap and the training time so far (restored from checkpoints on resume).
+        timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+        if timer is None:
+            raise ValueError("optim.horizon: time needs a wall-clock cap (trainer.max_time or --max-time)")
+        elapsed = timer.time_elapsed("train")
+        by_time = elapsed / max(elapsed + (timer.time_remaining("train") or 0.0), 1e-9)
+        total = float(self.trainer.estimated_stepping_batches)  # inf when the epochs are unbounded
+        by_steps = self.trainer.global_step / total if math.isfinite(total) and total > 0 else 0.0
+        return max(by_time, by_steps)
+
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
-        optimizer = torch.optim.AdamW(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
-                                      weight_decay=opt.weight_decay)
+        cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
+        optimizer = cls(self.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                        weight_decay=opt.weight_decay)
         if opt.schedule == "constant":
             return {"optimizer": optimizer}
-        if opt.schedule == "cosine":
+        if opt.schedule == "plateau":
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                optimizer, mode="max" if self.higher_is_better else "min", factor=opt.factor,
+                patience=opt.patience, min_lr=opt.min_lr)
+            # Stepped after each epoch's validation on its metric; not strict: a time cap may end an epoch before
+            # its validation, and that epoch then leaves the rate as it is.
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "interval": "epoch",
+                                                             "monitor": "val/metric", "strict": False}}
+        if opt.schedule == "cosine" and opt.horizon == "time":
+            factor = cosine_over_time(self._time_fraction)
+            interval = "step"
+        elif opt.schedule == "cosine":
             factor = cosine_with_warmup(opt.warmup_epochs, self.recipe.trainer.max_epochs)
             interval = "epoch"
         else:

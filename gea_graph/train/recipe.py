@@ -114,38 +114,65 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    r"""AdamW and the learning-rate schedule.
+    r"""The optimiser and the learning-rate schedule.
 
     Args:
+        optimizer: ``"adamw"`` (decoupled weight decay; the papers' recipes) or ``"adam"`` (weight decay as an L2
+            term in the gradient, as ``torch.optim.Adam``; PyG's examples).
         lr: Peak learning rate.
-        weight_decay: AdamW weight decay.
-        betas: AdamW betas.
-        eps: AdamW epsilon.
+        weight_decay: Weight decay.
+        betas: Adam betas.
+        eps: Adam epsilon.
         schedule: ``"cosine"`` (linear warm-up over :obj:`warmup_epochs`, then half a cosine to 0 at the last
             epoch; stepped per epoch, as GraphGPS/GEAET), ``"polynomial"`` (linear warm-up over :obj:`warmup_steps`,
             then polynomial decay of power :obj:`power` to :obj:`end_lr` at the last step; stepped per step, as
-            Graphormer) or ``"constant"``.
+            Graphormer), ``"plateau"`` (``ReduceLROnPlateau`` on the validation metric: the rate times
+            :obj:`factor` after :obj:`patience` epochs without improvement, never below :obj:`min_lr`; as PyG's
+            ``examples/graph_gps.py``) or ``"constant"``.
+        horizon: What the cosine schedule runs over: ``"epochs"`` (warm-up, then half a cosine to 0 at
+            ``trainer.max_epochs``, stepped per epoch) or ``"time"`` (half a cosine from the peak to 0 over the run's
+            wall-clock cap, ``trainer.max_time`` or ``--max-time``, stepped per step: the rate at a step is
+            :math:`\frac{1}{2}(1 + \cos(\pi f))` times the peak, :math:`f` the larger of the shares of the
+            cap's training seconds and of ``trainer.max_epochs``'s steps used so far; for fixed-time budgets,
+            where the epochs that fit depend on the machine; no warm-up).
         warmup_epochs: Warm-up length of the cosine schedule.
         warmup_steps: Warm-up length of the polynomial schedule.
         end_lr: Final learning rate of the polynomial schedule.
         power: Power of the polynomial decay (1: linear).
+        factor: Factor of the plateau schedule.
+        patience: Epochs without improvement before the plateau schedule lowers the rate.
+        min_lr: Lower bound of the plateau schedule.
         clip: Gradient-norm clipping (``None``: off).
     """
 
+    optimizer: str = "adamw"
     lr: float = 1e-3
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
     schedule: str = "cosine"
+    horizon: str = "epochs"
     warmup_epochs: int = 0
     warmup_steps: int = 0
     end_lr: float = 1e-9
     power: float = 1.0
+    factor: float = 0.5
+    patience: int = 10
+    min_lr: float = 0.0
     clip: float | None = 1.0
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("cosine", "polynomial", "constant"):
-            raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, constant")
+        if self.optimizer not in ("adamw", "adam"):
+            raise ValueError(f"optim.optimizer: {self.optimizer!r} is not one of adamw, adam")
+        if self.schedule not in ("cosine", "polynomial", "plateau", "constant"):
+            raise ValueError(f"optim.schedule: {self.schedule!r} is not one of cosine, polynomial, plateau, constant")
+        if self.horizon not in ("epochs", "time"):
+            raise ValueError(f"optim.horizon: {self.horizon!r} is not one of epochs, time")
+        if self.horizon == "time" and (self.schedule != "cosine" or self.warmup_epochs):
+            raise ValueError("optim.horizon: time is a cosine without warm-up (schedule: cosine, warmup_epochs: 0); "
+                             f"got schedule {self.schedule!r}, warmup_epochs {self.warmup_epochs}")
+        if self.schedule == "plateau" and not 0.0 < self.factor < 1.0:
+            raise ValueError(f"optim.factor: {self.factor!r} must lie in (0, 1) for the plateau schedule")
         _at_least("optim.lr", self.lr, 0.0, strict=True)
         _at_least("optim.weight_decay", self.weight_decay, 0.0)
         _at_least("optim.eps", self.eps, 0.0, strict=True)

@@ -33,10 +33,14 @@ def test_bench_writes_results_and_skips_complete_runs(tmp_path, monkeypatch, cap
     assert "tiny-fake" in md and "0.5000 ± 0.1000" in md and "Nobody (2099)" in md
     assert (out / "curves.png").stat().st_size > 0
 
-    def no_training(*args, **kwargs):
-        raise AssertionError("a complete run was trained again")
+    popen = runner.subprocess.Popen
 
-    monkeypatch.setattr(runner.subprocess, "run", no_training)
+    def no_training(cmd, *args, **kwargs):
+        if "train" in cmd:
+            raise AssertionError("a complete run was trained again")
+        return popen(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(runner.subprocess, "Popen", no_training)
     capsys.readouterr()
     assert main(["bench", "--recipes", str(recipe), "--seeds", "0", "--out", str(out)]) == 0
     assert "complete, skipped" in capsys.readouterr().out

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from gea_graph.bench import perf_data, perf_pipeline
-from gea_graph.bench.perf import JSON_KEYS, Row, Settings, Target, run_suite
+from gea_graph.bench.perf import data as perf_data
+from gea_graph.bench.perf import pipeline as perf_pipeline
+from gea_graph.bench.perf.core import JSON_KEYS, Row, Settings, Target
+from gea_graph.bench.perf.suite import run_suite
 from gea_graph.cli import build_parser
 
 # Every group except the dataset build (all 12k ZINC molecules by design) and the training
@@ -43,7 +46,7 @@ def test_failing_group_becomes_an_unmet_row(tmp_path: Path, monkeypatch: pytest.
     def broken(_: Settings) -> list:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("gea_graph.bench.perf.row_groups", lambda: {"broken": broken})
+    monkeypatch.setattr("gea_graph.bench.perf.suite.row_groups", lambda: {"broken": broken})
     rows = run_suite(Settings.tiny(), tmp_path, log=lambda _: None)
     assert [r.name for r in rows] == ["broken"]
     assert rows[0].met is False and "boom" in rows[0].note
@@ -61,3 +64,32 @@ def test_row_ratio_and_targets() -> None:
 def test_cli_registers_perf() -> None:
     args = build_parser().parse_args(["perf", "--quick", "--out", "x", "--only", "agf"])
     assert args.quick and args.out == Path("x") and args.only == ["agf"] and callable(args.func)
+
+
+@pytest.mark.parametrize("ogb", [False, True])
+def test_throughput_reference_is_the_pyg_gps_peer(ogb: bool) -> None:
+    # The reference of the training-throughput row is the `pyg-gps-zinc` peer, on ZINC in either encoding.
+    from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
+    from torch_geometric.data import Data
+    from torch_geometric.loader import DataLoader
+
+    from gea_graph.bench.perf.throughput import reference_trainer
+    from gea_graph.models import PyGGPS
+
+    gen = torch.Generator().manual_seed(0)
+    graphs = []
+    for n in (4, 6, 5, 7):
+        ei = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+        ei = torch.cat([ei, ei.flip(0)], 1)
+        if ogb:
+            x = torch.stack([torch.randint(0, d, (n,), generator=gen) for d in get_atom_feature_dims()], 1)
+            e = torch.stack([torch.randint(0, d, (ei.size(1),), generator=gen) for d in get_bond_feature_dims()], 1)
+        else:
+            x = torch.randint(0, 28, (n, 1), generator=gen)
+            e = torch.randint(1, 4, (ei.size(1), 1), generator=gen)
+        graphs.append(Data(x=x, edge_index=ei, edge_attr=e, rw_pe=torch.rand(n, 20, generator=gen),
+                           y=torch.randn(1, generator=gen)))
+    trainer = reference_trainer(DataLoader(graphs, batch_size=2), torch.device("cpu"))
+    assert isinstance(trainer.model, PyGGPS)
+    trainer.run(2)
+    assert trainer.graphs == 4

@@ -1,7 +1,7 @@
 r"""The two trainers of the training-throughput row: the ZINC GEAET recipe (``models/geaet-zinc.yaml``,
-its model, loss, AdamW and gradient clipping, without Lightning's loop) and our equivalent of PyG's
-GPS example model (:class:`~gea_graph.bench.perf_pipeline.GPSExample`, Adam, L1 loss), both fed
-by the recipe's own ZINC training loader over the suite's ZINC build."""
+its model, loss, AdamW and gradient clipping, without Lightning's loop) and PyG's GPS example network (the
+peer recipe ``models/pyg-gps-zinc.yaml``: :class:`~gea_graph.models.PyGGPS`, Adam, L1 loss), both fed by the
+ZINC GEAET recipe's own training loader over the suite's ZINC build."""
 from __future__ import annotations
 
 import time
@@ -13,6 +13,7 @@ from torch.nn import Module
 from torch.utils.data import DataLoader
 
 RECIPE = "geaet-zinc"
+REFERENCE = "pyg-gps-zinc"
 
 
 class StepTimer:
@@ -69,7 +70,7 @@ class StepTimer:
 def recipe_trainer(device: torch.device) -> tuple[StepTimer, DataLoader, str]:
     r"""The ZINC GEAET recipe's model and optimiser on its training loader; returns the trainer,
     the loader (shared with the reference) and a note (recipe, batch size, parameter counts)."""
-    from gea_graph.bench.perf_data import ZINC_PE, zinc
+    from gea_graph.bench.perf.data import ZINC_PE, zinc
     from gea_graph.models import build_model, count_parameters
     from gea_graph.train.data import load_datasets, make_loader
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
@@ -99,31 +100,24 @@ def recipe_trainer(device: torch.device) -> tuple[StepTimer, DataLoader, str]:
 
 
 def reference_trainer(loader: DataLoader, device: torch.device) -> StepTimer:
-    r"""PyG's GPS example model (10 × ``GPSConv(GINE)``, width 64, RWPE-20) with its optimiser
-    (Adam, lr 1e-3, weight decay 1e-5) and L1 loss, on ``loader``."""
-    from gea_graph.bench.perf_pipeline import GPSExample
+    r"""PyG's GPS example network (10 x ``GPSConv(GINE)``, width 64, RWPE-20; the recipe ``pyg-gps-zinc``) with
+    its optimiser (Adam, lr 1e-3, weight decay 1e-5) and L1 loss, on ``loader``. On a ZINC build with OGB's
+    9 atom / 3 bond features instead of the papers' atom and bond types, the example's embeddings become OGB's
+    encoders (sums of one embedding per feature)."""
+    from gea_graph.models import build_model
+    from gea_graph.train.recipe import load_recipe
 
-    sample = loader.dataset
-    x = torch.cat([sample[i].x.view(sample[i].num_nodes, -1) for i in range(min(len(sample), 2000))])
-    e = torch.cat([sample[i].edge_attr.view(sample[i].edge_index.size(1), -1)
-                   for i in range(min(len(sample), 2000))])
-    # Embedding sizes: OGB's full vocabularies where the features are OGB's, else seen maxima.
-    atom_dims, bond_dims = _feature_dims(x), _feature_dims(e)
+    first = loader.dataset[0]
+    ogb = first.x.dim() == 2 and first.x.size(1) == 9
+    overrides = ["model.node_encoder=atom", "model.edge_encoder=bond"] if ogb else []
+    recipe = load_recipe(REFERENCE, overrides)
     torch.manual_seed(0)
-    model = GPSExample(atom_dims, bond_dims)
+    model = build_model(recipe.model)
 
     def loss(m: Module, batch: object) -> Tensor:
-        pred = m(batch.x, batch.rw_pe, batch.edge_index, batch.edge_attr, batch.batch)
+        pred = m(batch)
         return torch.nn.functional.l1_loss(pred, batch.y.view(pred.shape).to(pred.dtype))
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-5)
+    opt = recipe.optim
+    optimizer = torch.optim.Adam(model.parameters(), lr=opt.lr, weight_decay=opt.weight_decay)
     return StepTimer(model, loss, optimizer, loader, device)
-
-
-def _feature_dims(t: Tensor) -> list[int]:
-    from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
-
-    for dims in (get_atom_feature_dims(), get_bond_feature_dims()):
-        if len(dims) == t.size(1) and bool((t.max(0).values < torch.tensor(dims)).all()):
-            return list(dims)
-    return [int(v) + 1 for v in t.max(0).values]

@@ -16,8 +16,8 @@ from torch.nn import Linear, Module, ReLU, Sequential
 from torch_geometric.nn import GINEConv, GPSConv
 from torch_geometric.utils import to_dense_batch
 
-from gea_graph.bench.perf import Row, Settings, Target, layer_rows
-from gea_graph.bench.perf_data import LayerInput, layer_input
+from gea_graph.bench.perf.core import Row, Settings, Target, layer_rows
+from gea_graph.bench.perf.data import LayerInput, layer_input
 
 CHANNELS = 64
 HEADS = 4

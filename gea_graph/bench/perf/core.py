@@ -1,26 +1,7 @@
-r"""The side-by-side performance suite behind ``gea-graph perf``.
-
-Every row runs *our* code and a *reference* in the same process, on the same inputs and the same
-threads, and reports the ratio ``ours / reference`` against the target of the performance issue.
-Absolute times on shared machines are noise; ratios measured in one run, with the two sides
-interleaved, are not.
-
-Measurement method
-------------------
-* **Time.** A case is a pair of callables (one step each: forward + backward for layers). After
-  ``warmup`` calls of each, the two sides are called alternately ``repeats`` times (the order flips
-  every repeat, so slow drift of the machine hits both sides alike); each call is timed with
-  :func:`time.perf_counter` (with :func:`torch.cuda.synchronize` around it on CUDA) and the row keeps
-  the **median** of each side. Gradients are dropped (``set_to_none``) between calls, outside the
-  timed region.
-* **Memory.** Peak bytes allocated *during* one step, above what was allocated before it. On CUDA:
-  :func:`torch.cuda.max_memory_allocated` after :func:`torch.cuda.reset_peak_memory_stats`. On CPU:
-  one extra step under :class:`torch.profiler.profile` with ``profile_memory=True``; the allocator
-  events (``[memory]``, signed byte counts) are sorted by time and the running sum's maximum is the
-  peak. Both count tensor storage only (no Python or allocator caching overhead).
-
-Rows are produced by the ``perf_*`` modules of this package (layers, data pipeline, training); this
-module holds the row type, the measurement helpers, the report writers and :func:`run_suite`.
+r"""What every row builder of the perf suite shares: the row type and its targets, the settings, the measurement
+helpers (interleaved medians, peak memory; the method is described in :mod:`gea_graph.bench.perf`) and the report
+writers. The rows are built by :mod:`~gea_graph.bench.perf.layers`, :mod:`~gea_graph.bench.perf.pipeline` and
+:mod:`~gea_graph.bench.perf.throughput` and run by :mod:`~gea_graph.bench.perf.suite`.
 """
 from __future__ import annotations
 
@@ -28,7 +9,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,57 +254,3 @@ def write_reports(rows: Sequence[Row], out_dir: Path, settings: Settings, second
     (out_dir / "perf.md").write_text("\n".join(md), encoding="utf-8")
     (out_dir / "perf.json").write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n",
                                        encoding="utf-8")
-
-
-# ------------------------------------------------------------------------------------------------
-# The suite
-
-RowGroup = Callable[[Settings], list[Row]]
-
-
-def row_groups() -> dict[str, RowGroup]:
-    """The suite's groups of rows, by name, in the order they run."""
-    from gea_graph.bench import perf_layers, perf_pipeline
-
-    return {
-        "dataset": perf_pipeline.dataset_build_rows,  # first: its build is the suite's ZINC
-        "external": perf_layers.external_attention_rows,
-        "gps": perf_layers.gps_layer_rows,
-        "geaet": perf_layers.geaet_layer_rows,
-        "graphormer": perf_layers.graphormer_rows,
-        "agf": perf_layers.agf_scaling_rows,
-        "spd": perf_pipeline.shortest_path_rows,
-        "train": perf_pipeline.throughput_rows,
-    }
-
-
-def run_suite(settings: Settings, out_dir: Path | None = None,
-              only: Iterable[str] | None = None,
-              log: Callable[[str], object] = print) -> list[Row]:
-    r"""Runs the suite (or the groups named in ``only``), prints the table, and writes the reports
-    to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
-    broken component never hides the others."""
-    torch.manual_seed(0)
-    start = time.perf_counter()
-    groups = row_groups()
-    names = list(groups) if only is None else list(only)
-    rows: list[Row] = []
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            got = groups[name](settings)
-        except Exception as err:  # noqa: BLE001 -- reported as an unmet row, see docstring
-            got = [Row(name, None, None, "—", Target("<=", 0.0),
-                       f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])]
-        rows.extend(got)
-        log(f"[perf] {name}: {time.perf_counter() - t0:.1f} s")
-        log(format_table(got))
-        if out_dir is not None:  # partial reports: an interrupted run keeps what it measured
-            write_reports(rows, out_dir, settings, time.perf_counter() - start)
-    seconds = time.perf_counter() - start
-    log(environment_line(settings))
-    log(format_table(rows))
-    log(f"[perf] suite took {seconds:.1f} s")
-    if out_dir is not None:
-        write_reports(rows, out_dir, settings, seconds)
-    return rows

@@ -1,0 +1,336 @@
+r"""Writes docs/results.md (and its pictures in docs/results/) from ``gea-graph bench`` output folders. Never edit
+the page by hand: rerun this script.
+
+    python scripts/make_results.py runs/zinc-cpu-10min runs/peptides-func-cpu-30min runs/tree-depth-cpu
+
+Each folder is read through its ``bench.json`` (the command, jobs, threads, cap, machine, dates and load average the
+runner recorded), its ``results.csv`` and every run's ``recipe.yaml`` and ``result.json``. A folder made by one of
+the page's suites fills that suite's section; a folder whose machine had a GPU goes to "GPU reproductions"; any other
+folder gets a section of its own. Sections without a folder say "not yet measured". The GPU reproduction queue is
+part of the page (:data:`GPU_QUEUE`).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Section:
+    r"""A suite's section of the page: its title, what it measures, and the pictures the bench draws for it."""
+
+    suite: str
+    title: str
+    intro: str
+    plots: tuple[str, ...] = ("curves.png",)
+
+
+SECTIONS = (
+    Section("zinc-cpu-10min", "ZINC, 10 CPU minutes per run",
+            "Every model family on ZINC-12k (the papers' 28 atom types), each run capped at 10 minutes of training "
+            "on one CPU thread with two runs side by side, 2 seeds; test MAE at the best validation epoch within the "
+            "budget. PyG's GPS example (`pyg-gps-zinc`) and a plain PyG GINE network (`pyg-gine-zinc`) run in the "
+            "same bench with PyG's example settings. Goals (issue 11): best test MAE ≤ 0.080, at least 2× lower than "
+            "PyG's GPS example at equal time, and each MPNN + GEANet better than the same MPNN without it."),
+    Section("peptides-func-cpu-30min", "Peptides-func, 30 CPU minutes per run",
+            "GCN, GCN + GEANet and GEAET on Peptides-func (LRGB), each run capped at 30 minutes of training on one "
+            "CPU thread with two runs side by side, 2 seeds; test AP at the best validation epoch within the budget."),
+    Section("tree-depth-cpu", "TreeNeighbourMatch, accuracy against depth",
+            "The five models of GEAET's Figure 7 on TreeNeighbourMatch with problem radius 2 to 4, each run capped at "
+            "7 CPU minutes (one thread, two runs side by side), 2 seeds; test accuracy at the best validation epoch. "
+            "The recipes' cosine runs over each run's budget (the 7 minutes, or the recipe's epochs when those end "
+            "it first) without warm-up.",
+            plots=("tree-depth-cpu.png", "curves.png")),
+)
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    r"""One entry of the GPU reproduction queue: the recipes (each with its own seeds, epochs and published number)
+    and the expected time of one run."""
+
+    what: str
+    recipes: tuple[str, ...]
+    out: str
+    expected: str
+
+
+#: The paper suites to run whenever a GPU is available, first things first.
+GPU_QUEUE = (
+    QueueItem("Peptides-func, GCN + GEANet (GEAET Table 7, 8 heads, LapPE)", ("gcn-geanet-peptides-func",),
+              "runs/gpu/peptides-func", "about 7 minutes a seed on one modern GPU"),
+    QueueItem("ZINC, GEAET (GatedGCN + Transformer + GEANet, RWPE)", ("geaet-zinc",), "runs/gpu/zinc-geaet",
+              "not yet timed: 2,000 epochs of 313 steps (batch 32) a seed, hours on one GPU"),
+    QueueItem("ZINC, Graphormer and Graphormer + GFSA (GFSA Table 14, GraphormerSLIM)",
+              ("graphormer-zinc", "graphormer-gfsa-zinc"), "runs/gpu/zinc-gfsa",
+              "not yet timed: 10,000 epochs of 40 steps (batch 256) a seed, hours on one GPU"),
+)
+
+
+def queue_rows() -> list[str]:
+    r"""The queue as table rows, the seeds, epochs and published numbers read from the recipes."""
+    sys.path.insert(0, str(ROOT))
+    from gea_graph.train.recipe import load_recipe
+
+    rows = []
+    for i, item in enumerate(GPU_QUEUE, 1):
+        recipes = [load_recipe(name) for name in item.recipes]
+        seeds = recipes[0].trainer.seeds
+        command = (f"gea-graph bench --recipes {','.join(item.recipes)} --seeds {','.join(map(str, seeds))} "
+                   f"--out {item.out}")
+        runs = f"{len(recipes)} x {len(seeds)} seeds x {recipes[0].trainer.max_epochs:,} epochs"
+        papers = "; ".join(f"{r.name}: {r.paper.metric} {r.paper.value:g}"
+                           + (f" ± {r.paper.std:g}" if r.paper.std is not None else "") + f" ({r.paper.source})"
+                           for r in recipes if r.paper is not None) or "–"
+        rows.append(f"| {i} | {item.what} | `{command}` | {runs} | {item.expected} | {papers} |")
+    return rows
+
+
+# -- reading a bench folder -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    r"""One ``gea-graph bench`` output folder."""
+
+    path: Path
+    info: dict
+    runs: list[dict] = field(default_factory=list)  # result.json of each run, plus "description" and "paper"
+
+    @property
+    def suite(self) -> str | None:
+        words = (self.info.get("command") or "").split()
+        return words[words.index("--suite") + 1] if "--suite" in words else None
+
+    @property
+    def gpu(self) -> str | None:
+        return (self.info.get("machine") or {}).get("gpu")
+
+
+def read_bench(path: Path) -> Bench:
+    r"""The bench in ``path`` (its ``results.csv`` lists the complete runs)."""
+    info_path = path / "bench.json"
+    if not info_path.is_file():
+        raise SystemExit(f"make_results: {path} has no bench.json (not a gea-graph bench output folder)")
+    bench = Bench(path, json.loads(info_path.read_text()))
+    csv_path = path / "results.csv"
+    rows = []
+    if csv_path.is_file():
+        with open(csv_path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    for row in rows:
+        run_dir = path / row["recipe"] / f"seed{row['seed']}"
+        result = json.loads((run_dir / "result.json").read_text())
+        recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text()) if (run_dir / "recipe.yaml").is_file() else {}
+        result["description"] = (recipe or {}).get("description", "")
+        result["paper"] = (recipe or {}).get("paper")
+        bench.runs.append(result)
+    return bench
+
+
+# -- formatting -------------------------------------------------------------------------------------------------------
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def _pm(values: list[float]) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:.4f} ± {std:.4f}"
+
+
+def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
+    r"""The table of a bench (one line per recipe, best test mean first) and the test mean of each recipe."""
+    groups: dict[str, list[dict]] = {}
+    for run in bench.runs:
+        groups.setdefault(run["recipe"], []).append(run)
+    if not groups:
+        return ["No complete runs yet."], {}
+    first = next(iter(groups.values()))[0]
+    sign = -1.0 if first["higher_is_better"] else 1.0
+    means = {name: mean_std([r["test"] for r in runs])[0] for name, runs in groups.items()}
+    metric = first["metric"].upper() if first["metric"] in ("mae", "ap", "mrr") else first["metric"]
+    lines = [(f"| # | recipe | params | seeds | epochs in budget | best epoch | val {metric} | test {metric} | "
+             "train time | peak memory |"),
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for rank, name in enumerate(sorted(groups, key=lambda n: sign * means[n]), 1):
+        runs = groups[name]
+        label = f"{name} (PyG peer)" if name.startswith("pyg-") else name
+        epochs = "/".join(str(r["epochs"]) for r in runs)
+        best = "/".join(str(r["best_epoch"] + 1) for r in runs)
+        minutes = mean_std([r["train_time_s"] / 60 for r in runs])[0]
+        memory = max(r["peak_memory_mb"] for r in runs)
+        lines.append(f"| {rank} | {label} | {runs[0]['params']:,} | {len(runs)} | {epochs} | {best} | "
+                     f"{_pm([r['val'] for r in runs])} | {_pm([r['test'] for r in runs])} | {minutes:.1f} min | "
+                     f"{memory:,.0f} MiB |")
+    return lines, means
+
+
+def depth_table(bench: Bench) -> list[str]:
+    r"""Test accuracy per model (rows) and tree depth (columns), mean ± std over seeds (GEAET Figure 7 as a table)."""
+    cells: dict[str, dict[int, list[float]]] = {}
+    for run in bench.runs:
+        if "-tree-r" in run["recipe"]:
+            model, depth = run["recipe"].rsplit("-tree-r", 1)
+            cells.setdefault(model, {}).setdefault(int(depth), []).append(run["test"])
+    if not cells:
+        return []
+    depths = sorted({d for by_depth in cells.values() for d in by_depth})
+    lines = ["| model | " + " | ".join(f"r={d}" for d in depths) + " |", "|---|" + "---:|" * len(depths)]
+    for model, by_depth in cells.items():
+        lines.append(f"| {model} | " + " | ".join(_pm(by_depth[d]) if d in by_depth else "–" for d in depths) + " |")
+    return ["Test accuracy by depth:", "", *lines, ""]
+
+
+def zinc_goals(means: dict[str, float]) -> list[str]:
+    r"""The issue's ZINC goals, checked on the measured means (a goal whose runs are missing says so)."""
+    if not means:
+        return []
+    ours = {k: v for k, v in means.items() if not k.startswith("pyg-")}
+    lines = ["Goals, checked on the means above:", ""]
+    if ours:
+        best = min(ours, key=ours.get)
+        lines.append(f"- best recipe {best}: test MAE {ours[best]:.4f} "
+                     f"({'met' if ours[best] <= 0.080 else 'not met'}: ≤ 0.080)")
+        if "pyg-gps-zinc" in means:
+            ratio = means["pyg-gps-zinc"] / ours[best]
+            lines.append(f"- PyG's GPS example / best recipe: {ratio:.2f}× ({'met' if ratio >= 2 else 'not met'}: ≥ 2×)")
+    for mpnn in ("gatedgcn", "gcn", "gin"):
+        plus, plain = f"{mpnn}-geanet-zinc-cpu", f"{mpnn}-zinc-cpu"
+        if plus in means and plain in means:
+            better = means[plus] < means[plain]
+            lines.append(f"- {plus} {means[plus]:.4f} vs {plain} {means[plain]:.4f} "
+                         f"({'met' if better else 'not met'}: GEANet better at equal time)")
+    return lines + [""]
+
+
+def how_it_ran(bench: Bench, page: Path) -> list[str]:
+    r"""The command, the machine, the threads and jobs, the dates and the load average of a bench."""
+    info = bench.info
+    machine = info.get("machine") or {}
+    sessions = info.get("invocations") or []
+    loads = [v for s in sessions for v in s.get("load_average", [])]
+    dates = f"{sessions[0]['start']} to {sessions[-1].get('end') or 'unfinished'}" if sessions else "unknown"
+    device = machine.get("gpu") or f"{machine.get('cpu', 'unknown CPU')}, {machine.get('cores', '?')} cores"
+    lines = [
+        f"Made by `{info.get('command') or '(command not recorded)'}` (output folder `{_rel(bench.path, page)}`).",
+        "",
+        f"- machine: {device}; {machine.get('platform', '')}",
+        (f"- runs at a time: {info.get('jobs')}; torch threads per run: {info.get('threads') or 'default'}; "
+        f"cap per run: {info.get('max_time_min') or 'none'} min"),
+        (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
+        f"{machine.get('torch_geometric')}, gea-graph commit {machine.get('commit') or 'unknown'}"),
+        f"- dates: {dates} ({len(sessions)} invocation{'s' if len(sessions) != 1 else ''})",
+    ]
+    if loads:
+        cores = machine.get("cores") or 1
+        note = "a quiet machine" if max(loads) <= 1.25 * cores else "other work shared the machine"
+        lines.append(f"- load average (1 min, sampled each minute): mean {sum(loads) / len(loads):.1f}, max "
+                     f"{max(loads):.1f} on {cores} cores ({note}; times under a time cap depend on it)")
+    return lines + [""]
+
+
+def _rel(path: Path, page: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(page.resolve().parents[1]))
+    except ValueError:
+        return str(path)
+
+
+def copy_plots(bench: Bench, names: tuple[str, ...], page: Path, prefix: str) -> list[str]:
+    r"""Copies the bench's pictures next to the page; returns their Markdown."""
+    out = []
+    folder = page.parent / "results"
+    for name in names:
+        src = bench.path / name
+        if src.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            dst = folder / f"{prefix}-{name}" if not name.startswith(prefix) else folder / name
+            shutil.copyfile(src, dst)
+            out += [f"![{dst.stem}](results/{dst.name})", ""]
+    return out
+
+
+def bench_section(bench: Bench, title: str, intro: str, plots: tuple[str, ...], page: Path,
+                  goals: bool = False) -> list[str]:
+    lines = [f"## {title}", "", intro, ""]
+    if "tree-depth-cpu.png" in plots:
+        lines += depth_table(bench)
+    table, means = leaderboard(bench)
+    lines += table + [""]
+    if goals:
+        lines += zinc_goals(means)
+    lines += copy_plots(bench, plots, page, bench.suite or bench.path.name)
+    lines += how_it_ran(bench, page)
+    return lines
+
+
+def page(benches: list[Bench], out: Path) -> str:
+    r"""The whole of docs/results.md."""
+    by_suite = {b.suite: b for b in benches if b.suite is not None and b.gpu is None}
+    lines = [
+        "# Results", "",
+        ("Every number on this page was produced by `gea-graph bench` from a recipe in `models/` and written here by "
+        "`scripts/make_results.py` (never by hand); each section names the commands that made it, the machine, the "
+        "threads and the dates. Test metrics are read at each seed's best validation epoch and given as mean ± "
+        "population std over seeds. PyG's own models run in the same benches as peers (recipes `pyg-*`, built from "
+        "PyG's classes with PyG's example settings)."), "",
+        "This page was written by (the folders are `gea-graph bench` outputs; those not given yet read \"not yet measured\"):", "", "```",
+        "python scripts/make_results.py " + (" ".join(_rel(b.path, out) for b in benches)
+                                             or " ".join(f"runs/{s.suite}" for s in SECTIONS)), "```", "",
+    ]
+    for section in SECTIONS:
+        bench = by_suite.pop(section.suite, None)
+        if bench is None:
+            lines += [f"## {section.title}", "", section.intro, "",
+                      (f"Not yet measured. Run `gea-graph bench --suite {section.suite}`, then "
+                      f"`python scripts/make_results.py runs/{section.suite} ...`."), ""]
+        else:
+            lines += bench_section(bench, section.title, section.intro, section.plots, out,
+                                   goals=section.suite == "zinc-cpu-10min")
+    for suite, bench in by_suite.items():
+        lines += bench_section(bench, f"Suite {suite}", "", ("curves.png",), out)
+    others = [b for b in benches if b.suite is None and b.gpu is None]
+    for bench in others:
+        lines += bench_section(bench, f"Bench {bench.path.name}", "", ("curves.png",), out)
+    lines += ["## GPU reproduction queue", "",
+              ("The paper suites to run whenever a GPU is available, first things first. CPU and GPU runs share the "
+              "protocol (the same recipes, seeds and best-validation-epoch reading); the results go to the next "
+              "section with the GPU's name."), "",
+              "| # | what | command | runs | expected time | paper |", "|---:|---|---|---|---|---|"]
+    lines += queue_rows()
+    lines += ["", "## GPU reproductions", ""]
+    gpus = [b for b in benches if b.gpu is not None]
+    if not gpus:
+        lines += ["Not yet measured.", ""]
+    for bench in gpus:
+        lines += bench_section(bench, f"{bench.suite or bench.path.name} on {bench.gpu}", "", ("curves.png",), out)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("benches", nargs="*", type=Path, help="gea-graph bench output folders")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md", help="the page (default: %(default)s)")
+    args = parser.parse_args(argv)
+    benches = [read_bench(p) for p in args.benches]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(page(benches, args.out), encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
