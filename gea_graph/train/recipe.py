@@ -42,7 +42,8 @@ class DataConfig:
             at random 80/10/10 (seeded by :obj:`split_seed`).
         options: Extra keyword arguments of the dataset.
         root: Data root (``None``: ``$GEA_GRAPH_DATA`` or ``./datasets``).
-        pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``).
+        pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``; LapPE
+            options as ``"lap:10:norm=none:trivial=keep:pad=nan"``, see :func:`gea_graph.transforms.parse_pe`).
         subset: Use only the first ``subset`` graphs of each split (quick runs).
         split_seed: Seed of the random split of a class without splits.
     """
