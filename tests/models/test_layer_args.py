@@ -32,7 +32,7 @@ def test_graphormer_and_mpnn_families():
                                                   "model.graphormer.ffn_channels=16",
                                                   "model.attn_args={learn: [wK], bias: false}"])
     attn = build_model(recipe.model).layers[0].attn
-    assert attn.K == 2 and tuple(attn.learn) == ("wK", ) and attn.qkv.bias is None
+    assert attn.K == 2 and attn.learn == ("wK",) and attn.qkv.bias is None
     conv = build_model(ModelConfig(**{**BASE, "family": "mpnn"}, mpnn="gcn",
                                    mpnn_args={"improved": True})).layers[0].mpnn.conv
     assert conv.improved
