@@ -68,6 +68,28 @@ def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
     return e.mul_(_per_row(inv_total, index))
 
 
+def _l1_without_eps(p: Tensor, rho: Tensor, logits: Tensor, index: Tensor | None,
+                    num_groups: int) -> Tensor:
+    r"""The L1 step :math:`\alpha = p / \sum_s p_s` of Eq. 3 without epsilon, for ``p`` ``[M H, S]``
+    (row sums ``rho``) the group softmax of the base-2 ``logits`` ``[M, H, S]``. Where all of a
+    row's softmax values are subnormal or 0 (a node far below the column maxima of every unit),
+    :math:`p / \sum p` loses its precision or is 0/0 (NaN in the authors' code); those rows take the
+    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead."""
+    alpha = p / rho
+    under = rho.view(-1) < torch.finfo(p.dtype).tiny
+    if bool(under.any()):  # one host sync, only in this mode
+        if index is None:
+            shift = logits.amax(dim=0, keepdim=True)
+        else:
+            expanded = index.view(-1, 1, 1).expand_as(logits)
+            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+                0, expanded, logits, "amax", include_self=False)
+        total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
+        log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
+        alpha[under] = torch.softmax(log_p.view(alpha.shape)[under] / _LOG2E, dim=-1)
+    return alpha
+
+
 class _GroupSoftmax(torch.autograd.Function):
     r"""Softmax over dim 0 within each group of ``index`` (or over all rows), with a hand-written
     backward: for :math:`p = \mathrm{softmax}(a)` and incoming gradient :math:`g`,
@@ -131,7 +153,8 @@ class _ExternalUnits(torch.autograd.Function):
         s = p \odot G_p = \alpha \odot (G_\alpha - \langle G_\alpha, \alpha \rangle), \qquad
         G_a = s - p \odot \textstyle\sum_{\text{group}} s,
 
-    then :math:`G_{\mathbf{W}_v} = G^{\top}\alpha`, :math:`G_{\mathbf{b}_v} = \sum G`,
+    (also exact with :obj:`eps=None`, where :math:`\alpha = \mathrm{softmax}_s(\log p)`), then
+    :math:`G_{\mathbf{W}_v} = G^{\top}\alpha`, :math:`G_{\mathbf{b}_v} = \sum G`,
     :math:`G_{\mathbf{W}_k} = G_a^{\top}\mathbf{X}`, :math:`G_{\mathbf{b}_k} = \sum G_a`,
     :math:`G_{\mathbf{X}} = G_a \mathbf{W}_k`. Also returns :math:`\alpha` (not differentiable)
     for the attention maps.
@@ -152,7 +175,11 @@ class _ExternalUnits(torch.autograd.Function):
             p = _softmax_rows(logits.view(M, H, S), index, num_groups, base2=True).view(M * H, S)
         ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
         rho = torch.mm(p, ones)
-        alpha = p / (rho if eps is None else rho.add_(eps))  # L1 step; p is kept for backward
+        if eps is None or M == 0:  # L1 step; p is kept for backward
+            alpha = p / rho if M == 0 else _l1_without_eps(p, rho, logits.view(M, H, S), index,
+                                                           num_groups)
+        else:
+            alpha = p / rho.add_(eps)
         out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
         ctx.save_for_backward(x, w_k, w_v, p, alpha, ones, index)
         ctx.num_groups = num_groups
@@ -184,7 +211,8 @@ def double_normalize(logits: Tensor, index: Tensor | None = None,
     r"""The double normalisation of GEAET Eq. 3 on ``logits`` of shape ``[M, H, S]``: the
     :func:`group_softmax` over the rows (nodes or edges) per head and unit column, then an L1
     normalisation over the units (last dim) with :obj:`eps` in the denominator (:obj:`None`: no
-    epsilon, as the authors' code)."""
+    epsilon, the plain formula of the authors' code, NaN where a row underflows; the layer's
+    ``eps=None`` handles those rows exactly)."""
     p = group_softmax(logits, index, num_groups)
     total = p.sum(dim=-1, keepdim=True)
     return p / (total if eps is None else total + eps)
@@ -255,8 +283,9 @@ class ExternalAttention(Module):
       two differ where a node's softmax values are all tiny, which the batch-wide softmax of
       large activations produces (a node far below the column maxima of every unit): there
       :math:`\sum_s \hat{\alpha}_{i,s}` is comparable to :math:`10^{-9}` and the node's
-      :math:`\alpha` shrinks towards 0 with :math:`\epsilon` but still sums to 1 without it
-      (and is NaN without it where every value underflows to 0, as in the authors' code).
+      :math:`\alpha` shrinks towards 0 with :math:`\epsilon` but still sums to 1 without it.
+      Where every value of a node underflows, the authors' float arithmetic gives 0/0 = NaN;
+      :obj:`eps=None` gives the exact value of their formula there, computed in log space.
       The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written

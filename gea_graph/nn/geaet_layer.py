@@ -292,8 +292,11 @@ class GEAETLayer(Module):
     def __repr__(self) -> str:
         gea = self.gea.attention if self.gea is not None else None
         gea_repr = (f"GEA(heads={gea.heads}, units={gea.units}, edge_units={gea.edge_units}, "
-                    f"shared_unit={gea.shared_unit}, norm_scope={gea.norm_scope!r})"
-                    if gea is not None else "None")
+                    f"shared_unit={gea.shared_unit}, norm_scope={gea.norm_scope!r}, "
+                    f"eps={gea.eps})" if gea is not None else "None")
+        drops = (self.local_dropout, self.global_dropout, self.external_dropout, self.ffn_dropout)
+        dropout = (f"dropout={drops[0]}" if len(set(drops)) == 1 else
+                   "local_dropout={}, global_dropout={}, external_dropout={}, ffn_dropout={}".format(*drops))
         return (f"{self.__class__.__name__}({self.channels}, mpnn={self._mpnn_name!r}, "
                 f"attn={self._attn_name!r}, gea={gea_repr}, heads={self.heads}, "
-                f"norm={self.norm_name!r}, use_ffn={self.use_ffn})")
+                f"norm={self.norm_name!r}, use_ffn={self.use_ffn}, {dropout})")

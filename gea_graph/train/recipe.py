@@ -71,7 +71,9 @@ class DataConfig:
             by :obj:`split_seed`). A recipe is trusted input all the same: it chooses files and classes to import.
         options: Extra keyword arguments of the dataset.
         root: Data root (``None``: ``$GEA_GRAPH_DATA`` or ``./datasets``).
-        pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``).
+        pe: Positional encodings computed once and cached (e.g. ``"rw:20"``, ``"lap:10"``, ``"spd:20"``; options
+            as ``"lap:10:norm=none:trivial=keep:pad=nan"`` or ``"spd:20:paths=5"``, see
+            :func:`gea_graph.transforms.parse_pe`).
         subset: Use only the first ``subset`` graphs of each split (quick runs; at least 1).
         split_seed: Seed of the random split of a class without splits.
     """

@@ -344,3 +344,21 @@ def test_double_normalize_without_eps_rows_sum_to_one():
     logits = torch.randn(50, 2, 3) * 30
     out = double_normalize(logits, eps=None)
     torch.testing.assert_close(out.sum(-1), torch.ones(50, 2))
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_eps_none_is_exact_where_the_authors_formula_underflows(grouped):
+    torch.manual_seed(1)
+    m = ExternalAttention(8, heads=2, eps=None, norm_scope="graph" if grouped else "batch")
+    x = (300.0 * torch.randn(60, 8)).requires_grad_()
+    batch = torch.arange(60) // 20 if grouped else None
+    out, _, attn, _ = m(x, batch, return_attention=True)
+    assert torch.isnan(_no_eps_reference(m, x.detach())).any() or grouped  # the plain formula: 0/0
+    h = x.detach().double().view(60, 2, 4)
+    logits = h @ m.node_key.weight.detach().double().T  # the key bias cancels in the softmax
+    groups = batch if grouped else torch.zeros(60, dtype=torch.long)
+    log_p = torch.cat([torch.log_softmax(logits[groups == g], dim=0) for g in groups.unique()])
+    ref_alpha = torch.softmax(log_p, dim=-1)  # the exact value of p / sum(p), in log space
+    torch.testing.assert_close(attn.double(), ref_alpha, rtol=1e-4, atol=1e-6)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()

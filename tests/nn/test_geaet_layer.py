@@ -191,8 +191,12 @@ def test_attention_maps_repr_reset():
     assert m.gea.last_attention.shape == (8, 2, 3)
     assert m.attention.attention.shape == (2, 2, 5, 5)
     assert str(m) == ("GEAETLayer(8, mpnn='gatedgcn', attn='softmax', gea=GEA(heads=2, units=3, "
-                      "edge_units=False, shared_unit=False, norm_scope='graph'), heads=2, "
-                      "norm='batch_norm', use_ffn=True)")
+                      "edge_units=False, shared_unit=False, norm_scope='graph', eps=1e-09), heads=2, "
+                      "norm='batch_norm', use_ffn=True, dropout=0.0)")
+    authors = GEAETLayer(8, mpnn="gcn", attn=None, heads=2, local_dropout=0.1, external_dropout=0.05,
+                         gea_kwargs={"eps": None})
+    assert str(authors).endswith("eps=None), heads=2, norm='batch_norm', use_ffn=True, local_dropout=0.1, "
+                                 "global_dropout=0.0, external_dropout=0.05, ffn_dropout=0.0)")
     w = m.ffn_in.weight.detach().clone()
     m.reset_parameters()
     assert not torch.equal(w, m.ffn_in.weight)
