@@ -39,13 +39,18 @@ class RawFile:
     mirror_dir: str
 
 
-def md5sum(path: PathLike, chunk: int = 1 << 20) -> str:
-    """MD5 hex digest of a file."""
-    digest = hashlib.md5()
+def file_digest(path: PathLike, algorithm: str = "md5", chunk: int = 1 << 20) -> str:
+    """Hex digest of a file's contents (``algorithm``: a :mod:`hashlib` name), read in chunks."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def md5sum(path: PathLike) -> str:
+    """MD5 hex digest of a file."""
+    return file_digest(path, "md5")
 
 
 def check_md5(path: PathLike, raw: RawFile) -> None:

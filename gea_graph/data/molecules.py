@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset
 from gea_graph.data.config import PathLike
-from gea_graph.data.download import RawFile, check_gzip, fetch
+from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
 _NUMPY_SAFE_GLOBALS = [np.ndarray, np.dtype, np.dtypes.Int64DType, np.dtypes.Int32DType]
@@ -259,13 +259,9 @@ def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_inva
     return out
 
 
-def _content_hash(path: str, chunk: int = 1 << 20) -> str:
+def _content_hash(path: str) -> str:
     """SHA-1 of a file's contents (part of a user file's cache key, so that an edited file is read again)."""
-    digest = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "sha1")
 
 
 def _take(graphs: list[Data | None], index: Sequence[int]) -> list[Data]:
