@@ -10,7 +10,7 @@ from gea_graph.models import build_model
 from gea_graph.train import load_recipe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from test_model_recipes import synthetic_batch  # noqa: E402
+from test_model_recipes import synthetic_batch
 
 RECIPES = ["geaet-zinc-cpu", "gatedgcn-zinc-cpu", "gcn-zinc-cpu", "graphormer-zinc-cpu",
            "graphormer-gfsa-zinc-cpu", "graphormer-plaplacian-zinc-cpu", "graphormer-agf-zinc-cpu",
