@@ -70,12 +70,17 @@ class GraphModel(Module):
             x = encode_pe(self.pe_encoder, self.cfg.pe, x, batch)
         return x
 
-    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
+    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
         r"""Returns ``(node representations, graph representations or None)``."""
         raise NotImplementedError
 
-    def forward(self, batch) -> Tensor:
-        nodes, graphs = self.embed(batch)
+    def forward(self, batch, max_num_nodes: int | None = None) -> Tensor:
+        r"""The predictions for ``batch``. :obj:`max_num_nodes` (the number of nodes of the batch's
+        largest graph, or a bound of it) sizes the dense layout of the global attention; it is
+        read from the batch when not given (a host sync). Give it to compile the model without
+        graph breaks: ``torch.compile(model, fullgraph=True, dynamic=True)(batch,
+        max_num_nodes=n)``."""
+        nodes, graphs = self.embed(batch, max_num_nodes)
         task = self.cfg.task
         if task.startswith("graph_"):
             if graphs is None:
@@ -125,15 +130,18 @@ class GEAETModel(GraphModel):
     def _layer(cfg: ModelConfig) -> Module:
         return GEAETLayer(**geaet_layer_kwargs(cfg))
 
-    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
+    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
         x = self.encode_nodes(batch)
         edge_attr = None
         if self.edge_encoder is not None:
             edge_attr = self.edge_encoder(batch.edge_attr)
         elif self.constant_edge is not None:
             edge_attr = self.constant_edge(batch.edge_index.size(1))
+        sizes = {"num_graphs": batch.num_graphs}
+        if isinstance(self.layers[0], GEAETLayer):  # MPNN blocks have no dense branch
+            sizes["max_num_nodes"] = max_num_nodes
         for layer in self.layers:
-            x, edge_attr = layer(x, batch.edge_index, edge_attr, batch.batch, num_graphs=batch.num_graphs)
+            x, edge_attr = layer(x, batch.edge_index, edge_attr, batch.batch, **sizes)
         return x, None
 
 
@@ -179,9 +187,11 @@ class GraphormerModel(GraphModel):
         self.embed_norm = LayerNorm(cfg.hidden) if not cfg.graphormer.pre_norm else None
         self.final_norm = LayerNorm(cfg.hidden) if cfg.graphormer.pre_norm else None
 
-    def embed(self, batch) -> tuple[Tensor, Tensor | None]:
+    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
         x = self.centrality(self.encode_nodes(batch), batch.edge_index)
-        x, mask = to_dense(self.input_dropout(x), batch.batch, batch_size=batch.num_graphs)
+        num_nodes = x.size(0)
+        x, mask = to_dense(self.input_dropout(x), batch.batch, batch_size=batch.num_graphs,
+                           max_num_nodes=max_num_nodes)
         bias = None
         if self.attn_bias is not None:
             bias = self.attn_bias.forward_data(batch, max_num_nodes=x.size(1))
@@ -194,7 +204,7 @@ class GraphormerModel(GraphModel):
             x = layer(x, mask, bias)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return from_dense(x[:, 1:], mask[:, 1:]), x[:, 0]
+        return from_dense(x[:, 1:], mask[:, 1:], num_nodes), x[:, 0]
 
 
 def build_model(cfg: ModelConfig) -> Module:

@@ -27,44 +27,24 @@ def _per_row(t: Tensor, index: Tensor | None) -> Tensor:
     return t if index is None else t.index_select(0, index)
 
 
-def _sums_in_range(inv_total: Tensor, index: Tensor | None, num_groups: int) -> bool:
-    # Whether every non-empty group's exp-sum lies in [sqrt(tiny), 1 / sqrt(tiny)], given its
-    # reciprocal; one host sync (free on CPU), a second one only if some group is out of range.
-    bound = torch.finfo(inv_total.dtype).tiny ** 0.5
-    lo, hi = torch.aminmax(inv_total)
-    if bound <= lo.item() and hi.item() <= 1.0 / bound:
-        return True
-    if index is None:
-        return False
-    ok = (inv_total >= bound) & (inv_total <= 1.0 / bound)
-    empty = torch.bincount(index, minlength=num_groups) == 0  # their sums are 0 and unused
-    return bool((ok | empty.view((-1, ) + (1, ) * (ok.dim() - 1))).all())
-
-
 def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
                   base2: bool = False) -> Tensor:
     r"""Softmax of ``logits`` ``[M, ...]`` (:math:`M > 0`) over dim 0 within each group of ``index``
     (:obj:`None`: all rows form one group); ``base2`` uses :math:`2^x` instead of :math:`e^x`.
 
-    The softmax of a group does not depend on a shift of its logits, so no shift is applied:
-    the exponentials are taken as they are and normalised per group (no maximum, no gather of
-    it). This is the result of the max-shifted softmax whenever every non-empty group's sum lies in
-    :math:`[\sqrt{\text{tiny}}, 1/\sqrt{\text{tiny}}]` (:math:`[2^{-63}, 2^{63}]` in float32:
-    logits within about :math:`\pm 63` in base 2), which one host sync checks. Exact fallback
-    otherwise (large or very negative logits): the per-group maximum is subtracted first, as in
-    :func:`torch_geometric.utils.softmax`."""
+    The per-group maximum is subtracted first (one ``scatter_reduce`` over the rows), as in
+    :func:`torch_geometric.utils.softmax`, so the sums stay in range for any logits. No host sync
+    and no data-dependent branch: the same kernels run on every batch, which keeps the layer
+    :func:`torch.compile`-able without graph breaks and never stalls a GPU."""
     exp = torch.exp2 if base2 else torch.exp
-    e = exp(logits)
+    if index is None:
+        shift = logits.amax(dim=0, keepdim=True)
+    else:
+        expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
+        shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+            0, expanded, logits, "amax", include_self=False)
+    e = exp(logits - _per_row(shift, index))
     inv_total = _group_sum(e, index, num_groups).reciprocal_()
-    if not _sums_in_range(inv_total, index, num_groups):
-        if index is None:
-            shift = logits.amax(dim=0, keepdim=True)
-        else:
-            expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
-            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
-                0, expanded, logits, "amax", include_self=False)
-        e = exp(logits - _per_row(shift, index))
-        inv_total = _group_sum(e, index, num_groups).reciprocal_()
     return e.mul_(_per_row(inv_total, index))
 
 
@@ -120,10 +100,10 @@ def group_softmax(logits: Tensor, index: Tensor | None = None,
     = one graph; :obj:`None` = all rows form one group), computed in at least float32 and
     returned in the input dtype.
 
-    The result of :func:`torch_geometric.utils.softmax` (``exp``, per-group sum; no Python loop
-    over graphs; the per-group max shift only where the sums would leave the float range, see
-    :func:`_softmax_rows`) with a hand-written backward. A group's result depends only on its own
-    rows.
+    The result of :func:`torch_geometric.utils.softmax` (per-group max shift, ``exp``, per-group
+    sum; no Python loop over graphs, no host sync, see :func:`_softmax_rows`) with a hand-written
+    backward. A group's result depends only on its own rows. Without :obj:`num_groups` it is read
+    from :obj:`index` (one host sync); pass it to avoid that (and under :func:`torch.compile`).
     """
     dtype = logits.dtype
     if dtype in _LOW_PRECISION:
@@ -161,18 +141,15 @@ class _ExternalUnits(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, h: Tensor, index: Tensor | None, num_groups: int, w_k: Tensor,
-                b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None, eps: float | None
-                ) -> tuple[Tensor, Tensor]:
-        M, H, dh = h.shape
-        S = w_k.size(0)
-        x = h.reshape(M * H, dh)
-        logits = torch.mm(x, (w_k * _LOG2E).t())  # base-2 logits, [M H, S]
-        if M == 0:
-            index = None
-            p = logits
-        else:
-            p = _softmax_rows(logits.view(M, H, S), index, num_groups, base2=True).view(M * H, S)
+    def forward(ctx: Any, x: Tensor, heads: int, index: Tensor | None, num_groups: int,
+                w_k: Tensor, b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None,
+                eps: float | None) -> tuple[Tensor, Tensor]:
+        # x: [M H, d/H] with M > 0 (see _attend); outputs [M H, d/H], [M H, S]. The rows are
+        # flattened by the caller and only viewed with -1 here: a size expression first made
+        # inside the node breaks torch.compile(dynamic=True) at the node's next call.
+        S, H = w_k.size(0), heads
+        logits = torch.mm(x, w_k.t()).mul_(_LOG2E)  # base-2 logits, [M H, S]
+        p = _softmax_rows(logits.view(-1, H, S), index, num_groups, base2=True).view(-1, S)
         ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
         rho = torch.mm(p, ones)
         if eps is None or M == 0:  # L1 step; p is kept for backward
@@ -185,25 +162,47 @@ class _ExternalUnits(torch.autograd.Function):
         ctx.num_groups = num_groups
         ctx.has_bias = (b_k is not None, b_v is not None)
         ctx.mark_non_differentiable(alpha)
-        return out.view(M, H, dh), alpha.view(M, H, S)
+        ctx.heads = heads
+        return out, alpha
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, _ga: Any) -> tuple[Any, ...]:
         x, w_k, w_v, p, alpha, ones, index = ctx.saved_tensors
-        M, H, dh = grad.shape
-        S = alpha.size(1)
+        H, S = ctx.heads, alpha.size(1)
         # contiguous: a broadcast gradient (e.g. of a sum) is materialised once, not in each mm
-        g = grad.reshape(M * H, dh).contiguous()
+        g = grad.contiguous()
         grad_w_v = g.t() @ alpha
         grad_b_v = g.sum(dim=0) if ctx.has_bias[1] else None
         s = (g @ w_v).mul_(alpha)  # alpha * G_alpha
         s.addcmul_(alpha, torch.mm(s, ones), value=-1.0)
-        total = _per_row(_group_sum(s.view(M, H, S), index, ctx.num_groups), index)
-        ga = s.view(M, H, S).addcmul_(total, p.view(M, H, S), value=-1.0).view(M * H, S)
+        total = _per_row(_group_sum(s.view(-1, H, S), index, ctx.num_groups), index)
+        ga = s.view(-1, H, S).addcmul_(total, p.view(-1, H, S), value=-1.0).view(-1, S)
         grad_w_k = ga.t() @ x
         grad_b_k = ga.sum(dim=0) if ctx.has_bias[0] else None
-        grad_h = (ga @ w_k).view(M, H, dh) if ctx.needs_input_grad[0] else None
-        return grad_h, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None
+        grad_x = ga @ w_k if ctx.needs_input_grad[0] else None
+        return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None
+
+
+def _external_units_traced(x: Tensor, heads: int, index: Tensor | None, num_groups: int,
+                           w_k: Tensor, w_v: Tensor, b_v: Tensor | None,
+                           eps: float | None) -> tuple[Tensor, Tensor]:
+    # The math of _ExternalUnits in plain differentiable ops, used under torch.compile: dynamo
+    # fails on the second call of that autograd.Function with dynamic shapes, and the compiler
+    # derives (and fuses) the backward itself. The key bias cancels in the softmax, as there.
+    S = w_k.size(0)
+    logits = torch.mm(x, w_k.t()).view(-1, heads, S)
+    if index is None:
+        shift = logits.detach().amax(dim=0, keepdim=True)
+    else:
+        expanded = index.view(-1, 1, 1).expand_as(logits)
+        shift = logits.detach().new_zeros((num_groups, heads, S)).scatter_reduce_(
+            0, expanded, logits.detach(), "amax", include_self=False)
+    e = torch.exp(logits - _per_row(shift, index))
+    p = (e / _per_row(_group_sum(e, index, num_groups), index)).view(-1, S)
+    rho = p.sum(dim=1, keepdim=True)
+    alpha = p / (rho if eps is None else rho + eps)
+    out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
+    return out, alpha.detach()
 
 
 def double_normalize(logits: Tensor, index: Tensor | None = None,
@@ -289,11 +288,12 @@ class ExternalAttention(Module):
       The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
-      backward (float32 at least, autocast off inside). The key bias :math:`\mathbf{b}_{nk}` is
+      backward (float32 at least, autocast off inside); under :func:`torch.compile` the same
+      math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
       constant within each softmax column and cancels (kept as a parameter, as in the paper's
-      counts). The per-graph softmax takes the exponentials unshifted and checks that every
-      graph's sums are in range, with an exact per-graph max-shift fallback (see
-      :func:`_softmax_rows`).
+      counts). The per-graph softmax subtracts each graph's maximum (see
+      :func:`_softmax_rows`): no host sync, so the layer compiles with :func:`torch.compile`
+      (``fullgraph=True``) when :obj:`num_graphs` is given.
 
     Attention maps: set :obj:`store_attention=True` (constructor or attribute) and read
     :attr:`attention` (:math:`[N, H, S]`, detached, rows sum to 1 over the units) and
@@ -413,11 +413,19 @@ class ExternalAttention(Module):
             num_groups = int(index.max()) + 1 if index.numel() > 0 else 0
         args = [h, key.weight, key.bias, value.weight, value.bias]
         args = [t.to(compute) if t is not None and t.dtype != compute else t for t in args]
+        if M == 0:  # nothing to attend; the node assumes rows
+            out = h.new_zeros(0, self.channels, dtype=dtype)
+            return out, (out.new_zeros(0, self.heads, key.out_features) if need_attention else None)
         with torch.autocast(device, enabled=False) if autocast else nullcontext():
-            out, alpha = _ExternalUnits.apply(args[0], index, num_groups or 0, *args[1:],
-                                              self.eps)
-        out = out.to(dtype)
-        attn = alpha.to(dtype) if need_attention else None
+            x = args[0].reshape(-1, dh)
+            if torch.compiler.is_compiling():
+                out, alpha = _external_units_traced(x, self.heads, index, num_groups or 0,
+                                                    args[1], args[3], args[4], self.eps)
+            else:
+                out, alpha = _ExternalUnits.apply(x, self.heads, index, num_groups or 0,
+                                                  *args[1:], self.eps)
+        out = out.to(dtype).view(M, self.heads, dh)
+        attn = alpha.to(dtype).view(M, self.heads, -1) if need_attention else None
         return out.reshape(M, self.channels), attn
 
     def forward(

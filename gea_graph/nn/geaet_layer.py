@@ -9,7 +9,7 @@ from torch.nn import Linear, Module
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
-from gea_graph.nn.attention.dense import to_dense
+from gea_graph.nn.attention.dense import from_dense, to_dense
 from gea_graph.nn.geanet import GEANet, resolve_norm
 from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
@@ -248,9 +248,13 @@ class GEAETLayer(Module):
         batch: OptTensor = None,
         attn_bias: OptTensor = None,
         num_graphs: int | None = None,
+        max_num_nodes: int | None = None,
     ) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module. :obj:`attn_bias` is passed to the global
-        attention; :obj:`num_graphs` (optional) saves a device sync."""
+        attention. :obj:`num_graphs` and :obj:`max_num_nodes` (the number of nodes of the largest
+        graph, as :func:`~torch_geometric.utils.to_dense_batch` takes it) are optional in eager
+        mode, where they save host syncs; with both given the layer has none and compiles with
+        ``torch.compile(layer, fullgraph=True, dynamic=True)``."""
         out: OptTensor = None
         edge_out = edge_attr
 
@@ -265,12 +269,12 @@ class GEAETLayer(Module):
             out = h
 
         if self.attention is not None:
-            x_dense, mask = to_dense(x, batch, batch_size=num_graphs)
+            x_dense, mask = to_dense(x, batch, batch_size=num_graphs, max_num_nodes=max_num_nodes)
             if attn_bias is None:
                 h = self.attention(x_dense, mask)
             else:
                 h = self.attention(x_dense, mask, attn_bias)
-            h = x + self._dropout(h[mask], self.global_dropout)
+            h = x + self._dropout(from_dense(h, mask, x.size(0)), self.global_dropout)
             if self.norm_attn is not None:
                 h = self.norm_attn(h, batch, num_graphs)
             out = h if out is None else out + h

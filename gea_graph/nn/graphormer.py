@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Dropout, Embedding, LayerNorm, Linear, Module, Parameter, Sequential
-from torch_geometric.utils import degree, to_dense_adj
+from torch_geometric.utils import degree
 
 from gea_graph.nn.attention import attention_resolver
 
@@ -36,7 +36,12 @@ def batch_edge_offsets(edge_index: Tensor, batch: Tensor, num_graphs: int | None
     id. Assumes PyG's batch layout (the edges of graph ``g`` are contiguous and in graph order)."""
     if num_graphs is None:
         num_graphs = int(batch.max()) + 1 if batch.numel() > 0 else 0
-    counts = torch.bincount(batch[edge_index[0]], minlength=num_graphs)
+    return _starts(batch[edge_index[0]], num_graphs)
+
+
+def _starts(index: Tensor, num_groups: int) -> Tensor:
+    # Position of each group's first row for a sorted group index: [num_groups]; no host sync.
+    counts = index.new_zeros(num_groups).index_add_(0, index, torch.ones_like(index))
     return torch.cumsum(counts, 0) - counts
 
 
@@ -86,10 +91,25 @@ class CentralityEncoding(Module):
 
 def _densify(spd_index: Tensor, batch: Tensor, values: Tensor, batch_size: int | None,
              max_num_nodes: int | None) -> Tensor:
-    # [P, H] per ordered pair -> [B, H, N, N]; one to_dense_adj, no Python loop over graphs.
-    dense = to_dense_adj(spd_index, batch, edge_attr=values, max_num_nodes=max_num_nodes,
-                         batch_size=batch_size)
-    return dense.permute(0, 3, 1, 2).contiguous()
+    # [P, H] per ordered pair -> [B, H, N, N]: one index_add, no Python loop over graphs (the
+    # scatter of torch_geometric.utils.to_dense_adj, whose size checks sync with the host).
+    if batch_size is None:
+        batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 0
+    start = _starts(batch, batch_size)
+    if max_num_nodes is None or not torch.compiler.is_compiling():
+        largest = int((torch.cat([start[1:], start.new_full((1, ), batch.numel())]) - start).max()) \
+            if batch_size > 0 else 0
+        if max_num_nodes is None:
+            max_num_nodes = largest
+        elif largest > max_num_nodes:
+            raise ValueError(f"max_num_nodes={max_num_nodes} is smaller than the largest graph of "
+                             f"the batch ({largest} nodes)")
+    N = max_num_nodes
+    graph = batch[spd_index[0]]
+    local = spd_index - start[graph]
+    flat = (graph * N + local[0]) * N + local[1]
+    dense = values.new_zeros(batch_size * N * N, values.size(-1)).index_add_(0, flat, values)
+    return dense.view(batch_size, N, N, -1).permute(0, 3, 1, 2).contiguous()
 
 
 class SpatialEncoding(Module):
@@ -237,7 +257,8 @@ class GraphormerAttnBias(Module):
     (Eqs. 6-7) ``[B, H, N, N]`` from a PyG batch carrying ``spd_index`` / ``spd`` (and
     ``spd_path`` + ``edge_attr`` for the edge encoding): the per-pair values of
     :class:`SpatialEncoding` and :class:`EdgeEncoding` are summed and densified by a single
-    :func:`~torch_geometric.utils.to_dense_adj` (no loop over graphs). Prepend the graph token
+    scatter (no loop over graphs; no host sync given :obj:`batch_size` and
+    :obj:`max_num_nodes`, so it compiles without graph breaks). Prepend the graph token
     (and its bias) with :class:`GraphToken` to get ``[B, H, N+1, N+1]``.
 
     Args:

@@ -148,10 +148,37 @@ class _ConvAdapter(Module):
         return f"{self.__class__.__name__}({self.conv})"
 
 
+def gcn_norm_dense_loops(edge_index: Tensor, num_nodes: int,
+                         dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+    r"""GCN's symmetric normalisation :math:`\hat{w}_{ij} = 1 / \sqrt{\hat{d}_i \hat{d}_j}` of
+    an unweighted graph with exactly one self loop of weight 1 per node: the values of
+    :func:`torch_geometric.nn.conv.gcn_conv.gcn_norm` (``add_remaining_self_loops``; without edge
+    weights its loops weigh 1, also with ``improved=True``), without its data-dependent masking:
+    the graph's own self loops stay in place with weight 0 and a loop is appended for every
+    node. No host sync and output shapes that depend only on the input shapes, so it compiles
+    without graph breaks.
+
+    Returns ``(edge_index [2, E + N], edge_weight [E + N])``."""
+    dtype = dtype or torch.get_default_dtype()
+    loop = torch.arange(num_nodes, device=edge_index.device)
+    index = torch.cat([edge_index, loop.unsqueeze(0).expand(2, -1)], dim=1)
+    weight = torch.cat([(edge_index[0] != edge_index[1]).to(dtype),
+                        torch.ones(num_nodes, dtype=dtype, device=edge_index.device)])
+    deg = weight.new_zeros(num_nodes).index_add_(0, index[1], weight)  # >= 1: every node has a loop
+    inv_sqrt = deg.rsqrt()
+    return index, inv_sqrt[index[0]] * weight * inv_sqrt[index[1]]
+
+
 class GCNLayer(_ConvAdapter):
     r"""Adapter of :class:`torch_geometric.nn.conv.GCNConv` (:math:`d \to d`) to the
     ``(x, edge_index, edge_attr) -> (x, edge_attr)`` interface; edge features are not read and
     are returned unchanged (as the GEAET Peptides-Struct runs: bond features are never used).
+
+    With the default normalisation the edge weights come from :func:`gcn_norm_dense_loops` (the
+    same values as :class:`~torch_geometric.nn.conv.GCNConv`'s own ``gcn_norm``, but without its
+    data-dependent self-loop filtering, so the layer compiles without graph breaks); the
+    convolution then runs with ``normalize=False``. ``normalize=False``, ``cached=True`` or
+    ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
 
     Args:
         channels (int): Feature size :math:`d`.
@@ -159,12 +186,20 @@ class GCNLayer(_ConvAdapter):
     """
 
     def __init__(self, channels: int, **kwargs: Any) -> None:
+        self_norm = (kwargs.get("normalize", True) and not kwargs.get("cached", False)
+                     and kwargs.get("add_self_loops", True) is not False)
+        if self_norm:
+            kwargs.update(normalize=False, add_self_loops=False)
         super().__init__(channels, GCNConv(channels, channels, **kwargs))
+        self.self_norm = self_norm
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module."""
-        return self.conv(x, edge_index), edge_attr
+        if not self.self_norm:
+            return self.conv(x, edge_index), edge_attr
+        index, weight = gcn_norm_dense_loops(edge_index, x.size(0), x.dtype)
+        return self.conv(x, index, weight), edge_attr
 
 
 class GINLayer(_ConvAdapter):

@@ -41,6 +41,16 @@ def test_suite_writes_reports_with_exact_keys(tmp_path: Path, monkeypatch: pytes
         assert row.name in table
 
 
+def test_compile_group_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compiled-vs-eager rows come out on a tiny setting (aot_eager backend; no timing asserted).
+    monkeypatch.setattr(perf_data, "real_graphs", _few_random_graphs)
+    rows = run_suite(Settings.tiny(), None, only=["compile"], log=lambda _: None)
+    names = [row.name for row in rows]
+    assert names == ["GEAET layer compiled vs eager [ZINC]", "GEAET layer compiled vs eager [ZINC] · peak memory",
+                     "ZINC GEAET model compiled vs eager", "ZINC GEAET model compiled vs eager · peak memory"]
+    assert all(row.ours is not None and row.reference is not None for row in rows), [r.note for r in rows]
+
+
 def test_failing_group_becomes_an_unmet_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                             ) -> None:
     def broken(_: Settings) -> list:

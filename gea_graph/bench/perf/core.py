@@ -97,6 +97,9 @@ class Settings:
     spd_graphs: int
     agf_sizes: tuple[int, ...] = (256, 1024, 4096)
     layer_datasets: tuple[str, ...] = ("ZINC", "Peptides-func")
+    #: The :func:`torch.compile` backend of the compiled-vs-eager rows (the tiny test setting uses ``"aot_eager"``,
+    #: which needs no C++ build).
+    compile_backend: str = "inductor"
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> Settings:
@@ -110,7 +113,7 @@ class Settings:
     def tiny(cls, device: torch.device | None = None) -> Settings:
         """Smallest settings that still exercise every code path (for the smoke test)."""
         return cls(device or torch.device("cpu"), True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
-                   agf_sizes=(16, 32, 64))
+                   agf_sizes=(16, 32, 64), compile_backend="aot_eager")
 
 
 def resolve_device(name: str) -> torch.device:

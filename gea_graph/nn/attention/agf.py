@@ -171,8 +171,9 @@ class AGFAttention(Module):
         gu = torch.matmul(um.transpose(-1, -2), um)
         gv = torch.matmul(vt.transpose(-1, -2), vt)
         per_graph = (gu - eye).abs().mean((1, 2, 3)) + (gv - eye).abs().mean((1, 2, 3))
-        real = mask.any(-1)
-        return per_graph[real].mean() if bool(real.any()) else per_graph.sum() * 0.0
+        # mean over the graphs with a real node (no host sync; 0 when there is none)
+        real = mask.any(-1).to(per_graph.dtype)
+        return (per_graph * real).sum() / real.sum().clamp(min=1.0)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, K={self.K}, "

@@ -22,13 +22,19 @@ def to_dense(
     it): :func:`from_dense` returns the nodes in that order. An unsorted ``batch`` raises a
     :class:`ValueError` (one comparison over the nodes; PyG would silently drop nodes). A batch of
     0 nodes gives ``[B, 0, C]`` (``B = batch_size`` or 0).
+
+    Under :func:`torch.compile` give :obj:`batch_size` and :obj:`max_num_nodes` (the largest graph
+    of the batch, or any bound of it): then no size is read from the data, there is no host sync
+    and the function traces without graph breaks (the sortedness check, a host sync, is skipped
+    while compiling).
     """
     if x.size(0) == 0:
         size = batch_size or 0
         nodes = max_num_nodes or 0
         return (x.new_zeros(size, nodes, *x.shape[1:]),
                 torch.zeros(size, nodes, dtype=torch.bool, device=x.device))
-    if batch is not None and batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+    if (batch is not None and batch.numel() > 1 and not torch.compiler.is_compiling()
+            and bool((batch[1:] < batch[:-1]).any())):
         raise ValueError("to_dense: the batch vector is not sorted (the nodes of each graph must be "
                          "contiguous and graphs in increasing order, as in a PyG Batch); sort the "
                          "nodes by graph first, e.g. with batch.sort(stable=True)")
@@ -36,9 +42,17 @@ def to_dense(
                           batch_size=batch_size)
 
 
-def from_dense(x_dense: Tensor, mask: Tensor) -> Tensor:
-    r"""Inverse of :func:`to_dense`: ``x_dense[mask]`` -> ``[sum N_i, C]`` in PyG node order."""
-    return x_dense[mask]
+def from_dense(x_dense: Tensor, mask: Tensor, num_nodes: int | None = None) -> Tensor:
+    r"""Inverse of :func:`to_dense`: ``x_dense[mask]`` -> ``[sum N_i, C]`` in PyG node order.
+
+    :obj:`num_nodes` (the number of real nodes, ``x.size(0)`` before :func:`to_dense`) fixes the
+    output size, so no host sync is needed and :func:`torch.compile` sees a static-size gather
+    (:func:`torch.nonzero_static`) instead of a data-dependent boolean index."""
+    flat = mask.reshape(-1)
+    if num_nodes is None:
+        num_nodes = int(flat.sum())
+    index = torch.nonzero_static(flat, size=num_nodes).view(-1)
+    return x_dense.reshape((-1, ) + tuple(x_dense.shape[2:])).index_select(0, index)
 
 
 def key_padding_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
