@@ -152,9 +152,8 @@ class _ExternalUnits(torch.autograd.Function):
         p = _softmax_rows(logits.view(-1, H, S), index, num_groups, base2=True).view(-1, S)
         ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
         rho = torch.mm(p, ones)
-        if eps is None or M == 0:  # L1 step; p is kept for backward
-            alpha = p / rho if M == 0 else _l1_without_eps(p, rho, logits.view(M, H, S), index,
-                                                           num_groups)
+        if eps is None:  # the authors' L1 step, exact where p underflows; p is kept for backward
+            alpha = _l1_without_eps(p, rho, logits.view(-1, H, S), index, num_groups)
         else:
             alpha = p / rho.add_(eps)
         out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
@@ -197,10 +196,14 @@ def _external_units_traced(x: Tensor, heads: int, index: Tensor | None, num_grou
         expanded = index.view(-1, 1, 1).expand_as(logits)
         shift = logits.detach().new_zeros((num_groups, heads, S)).scatter_reduce_(
             0, expanded, logits.detach(), "amax", include_self=False)
-    e = torch.exp(logits - _per_row(shift, index))
-    p = (e / _per_row(_group_sum(e, index, num_groups), index)).view(-1, S)
-    rho = p.sum(dim=1, keepdim=True)
-    alpha = p / (rho if eps is None else rho + eps)
+    z = logits - _per_row(shift, index)
+    e = torch.exp(z)
+    total = _per_row(_group_sum(e, index, num_groups), index)
+    if eps is None:  # the authors' p / sum(p) as a softmax of log p: exact where p underflows
+        alpha = torch.softmax((z - total.log()).view(-1, S), dim=-1)
+    else:
+        p = (e / total).view(-1, S)
+        alpha = p / (p.sum(dim=1, keepdim=True) + eps)
     out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
     return out, alpha.detach()
 

@@ -107,10 +107,12 @@ def test_compiled_geaet_layer_matches_eager(mpnn, attn):
     _check_matches_eager(layer, _layer_inputs, [(3, 5, 4), (6, 2, 7, 3), (4, 4)])
 
 
-def test_compiled_external_attention_matches_eager_with_large_logits():
-    # logits far outside exp's range: the per-graph max shift keeps the compiled softmax exact
+@pytest.mark.parametrize("kwargs", [{}, {"norm_scope": "batch", "eps": None}])
+def test_compiled_external_attention_matches_eager_with_large_logits(kwargs):
+    # logits far outside exp's range: the per-graph max shift keeps the compiled softmax exact, and the authors'
+    # epsilon-free L1 step (eps=None) stays exact where p underflows, in both paths
     torch.manual_seed(0)
-    att = ExternalAttention(16, 4)
+    att = ExternalAttention(16, 4, **kwargs)
     with torch.no_grad():
         att.node_key.weight.mul_(200.0)
 
