@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from lightning.pytorch.callbacks import Callback
 from torchmetrics.functional import average_precision
 
 from gea_graph.bench.runner import plan
@@ -24,6 +23,8 @@ from gea_graph.train.metrics import make_metric
 from gea_graph.train.module import labelled
 from gea_graph.train.recipe import dump_recipe
 from gea_graph.train.run import run_lock
+
+from .helpers import StopAfter
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = {
@@ -40,15 +41,6 @@ def recipe(**model):
     raw = json.loads(json.dumps(FAKE))
     raw["model"].update(model)
     return recipe_from_dict(raw, name="fake")
-
-
-class StopAfter(Callback):
-    def __init__(self, epochs: int) -> None:
-        self.epochs = epochs
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if len(pl_module.history) >= self.epochs:
-            trainer.should_stop = True
 
 
 def run(r, out, resume=False, callbacks=()):

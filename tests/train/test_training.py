@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from lightning.pytorch.callbacks import Callback
 
 from gea_graph.train import (
     CheckpointError,
@@ -22,6 +21,8 @@ from gea_graph.train import (
 )
 from gea_graph.train.data import load_datasets, make_loader
 from gea_graph.train.metrics import metric_input, prepare
+
+from .helpers import StopAfter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,17 +41,6 @@ def write_recipe(path: Path, raw=FAKE, **trainer) -> Path:
     raw["trainer"].update(trainer)
     path.write_text(yaml.safe_dump(raw))
     return path
-
-
-class StopAfter(Callback):
-    """Simulates a kill after ``epochs`` finished epochs (their checkpoints written)."""
-
-    def __init__(self, epochs: int) -> None:
-        self.epochs = epochs
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if len(pl_module.history) >= self.epochs:
-            trainer.should_stop = True
 
 
 def run(out, resume=False, callbacks=()):
