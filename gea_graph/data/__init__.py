@@ -3,7 +3,7 @@
 Registry (for the training code and the ``gea-graph data`` command)::
 
     get_dataset(name: str, root: str | None = None, split: str = "train", pe: str | None = None,
-                transform=None, pre_transform=None, **kwargs) -> torch_geometric.data.InMemoryDataset
+                transform=None, pre_transform=None, **kwargs) -> torch_geometric.data.Dataset
 
 - ``name``: a key of :data:`DATASETS` (``zinc``, ``peptides-func``, ``peptides-struct``, ``pcqm4m``, ``pcqm4mv2``,
   ``pcqm-contact``, ``pascalvoc-sp``, ``coco-sp``, ``tree-r2`` ... ``tree-r7``), or ``tree`` with ``depth=``.
@@ -30,11 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch_geometric.data import InMemoryDataset
+from torch_geometric.data import Dataset
 
 from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, cache_key, load_cache
 from gea_graph.data.config import PathLike, data_root, mirror_root
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
+from gea_graph.data.loader import GraphLoader
 from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
 from gea_graph.data.molecules import (
     PCQM4M,
@@ -47,6 +48,7 @@ from gea_graph.data.molecules import (
     UnknownAtomTypeError,
 )
 from gea_graph.data.safe_pickle import UnsafePickleError
+from gea_graph.data.store import GraphStore, StoreError, build_store
 from gea_graph.data.tree import TreeNeighbourMatch
 
 
@@ -54,7 +56,7 @@ from gea_graph.data.tree import TreeNeighbourMatch
 class DatasetInfo:
     """A registry entry: the class, its fixed arguments and what the dataset is."""
 
-    cls: type[InMemoryDataset]
+    cls: type[Dataset]
     task: str
     metric: str
     source: str
@@ -112,7 +114,7 @@ for _depth in range(2, 8):
 
 def get_dataset(name: str, root: PathLike | None = None, split: str = "train", pe: str | None = None,
                 transform: Callable | None = None, pre_transform: Callable | None = None,
-                **kwargs: Any) -> InMemoryDataset:
+                **kwargs: Any) -> Dataset:
     """Builds (once, then from cache) and returns one split of a registered dataset; see the module docstring."""
     key = name.lower()
     if key == "tree":
@@ -154,6 +156,8 @@ __all__ = [
     "CacheError",
     "CachedDataset",
     "DatasetInfo",
+    "GraphLoader",
+    "GraphStore",
     "InvalidSmilesError",
     "MoleculeCSV",
     "PCQM4Mv2",
@@ -163,11 +167,13 @@ __all__ = [
     "PeptidesStructural",
     "RawFile",
     "RawFileError",
+    "StoreError",
     "TreeNeighbourMatch",
     "UnknownAtomTypeError",
     "UnsafePickleError",
     "atomic_torch_save",
     "availability",
+    "build_store",
     "cache_key",
     "check_gzip",
     "data_root",

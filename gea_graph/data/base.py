@@ -1,10 +1,12 @@
-"""Base class for our datasets: processed caches keyed by the pre-transform, written atomically and read safely.
+"""Base class for our datasets: processed stores keyed by the pre-transform, built atomically and read safely.
 
-Every file the toolkit reads back from a data root (processed splits, caches) goes through :func:`load_cache`:
-``torch.load(weights_only=True)`` admitting only the globals of :data:`CACHE_GLOBALS`, with no fallback to unsafe
-unpickling. PyG's own :class:`~torch_geometric.data.Dataset` reads ``pre_transform.pt`` / ``pre_filter.pt`` with
-``weights_only=False`` and its ``fs.torch_load`` retries a refused load unsafely; :class:`SafeCache` replaces both
-code paths for our datasets, and :func:`strict_torch_load` covers third-party PyG classes named by a recipe.
+Our datasets keep their graphs in a memory-mapped :class:`~gea_graph.data.store.GraphStore` (numpy columns and a JSON
+description: nothing in it is unpickled). Every other file the toolkit reads back from a data root (the generated
+trees' splits, caches) goes through :func:`load_cache`: ``torch.load(weights_only=True)`` admitting only the globals
+of :data:`CACHE_GLOBALS`, with no fallback to unsafe unpickling. PyG's own :class:`~torch_geometric.data.Dataset`
+reads ``pre_transform.pt`` / ``pre_filter.pt`` with ``weights_only=False`` and its ``fs.torch_load`` retries a
+refused load unsafely; :class:`CachedDataset` uses neither, and :func:`strict_torch_load` covers third-party PyG
+classes named by a recipe.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
-from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data import Batch, Data, Dataset
 from torch_geometric.data.dataset import files_exist
 
 from gea_graph.data.config import PathLike, data_root
 from gea_graph.data.download import RawFile, fetch
 from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.store import META, GraphStore, PackedBatch, StoreError, build_store
 from gea_graph.transforms import apply_many, parse_pe
 
 #: The only non-tensor globals a processed cache may name: PyG's ``Data`` (the class stored beside the collated
@@ -95,44 +99,11 @@ def strict_torch_load() -> Iterator[None]:
         torch.load = _real_torch_load
 
 
-class SafeCache:
-    """Mixin for a PyG :class:`~torch_geometric.data.InMemoryDataset` whose processed folder is keyed by its
-    pre-transform (:func:`cache_key`): replaces PyG's ``_process`` (which unpickles ``pre_transform.pt`` and
-    ``pre_filter.pt`` unsafely; the key makes them redundant, so they are neither read nor written) and ``load``
-    (whose ``fs.torch_load`` falls back to unsafe unpickling) with :func:`load_cache`. Stale temporary files of a
-    killed build are removed before the next build."""
-
-    def _process(self) -> None:
-        if not self.force_reload and files_exist(self.processed_paths):
-            return
-        os.makedirs(self.processed_dir, exist_ok=True)
-        clean_stale_temporaries(self.processed_dir)
-        self.process()
-
-    def load(self, path: str, data_cls: type = Data) -> None:
-        stored = load_cache(path)
-        if not (isinstance(stored, tuple) and len(stored) == 3 and isinstance(stored[0], dict)
-                and stored[2] in CACHE_GLOBALS):
-            raise CacheError(f"cannot read the cached file {path}: it is not a processed split of this toolkit. "
-                             f"Delete {osp.dirname(path)} and run again to rebuild it.")
-        data, self.slices, data_cls = stored
-        self.data = data_cls.from_dict(data)
-
-
 def atomic_torch_save(obj: object, path: PathLike) -> None:
     """``torch.save`` to an exclusively created temporary file in the same folder, then :func:`os.replace`: readers
     see either no file or a complete one, never a half-written cache."""
     with exclusive_temporary(path) as tmp:
         torch.save(obj, tmp)
-
-
-def save_collated(data_list: Sequence[Data], path: PathLike) -> None:
-    """Collates graphs into PyG's in-memory storage and saves it atomically (PyG's own ``save`` writes in place)."""
-    if not data_list:  # PyG cannot collate nothing; an empty slice dict reads back as a dataset of length 0
-        atomic_torch_save((Data().to_dict(), {}, Data), path)
-        return
-    data, slices = InMemoryDataset.collate(data_list)
-    atomic_torch_save((data.to_dict(), slices, Data), path)
 
 
 def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None, extra: str = "") -> str:
@@ -148,15 +119,21 @@ def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None
     return "pe-" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
-class CachedDataset(SafeCache, InMemoryDataset):
-    r"""An :class:`~torch_geometric.data.InMemoryDataset` over ``root/<folder>/raw`` and
-    ``root/<folder>/processed/<cache key>/<split>.pt``.
+class CachedDataset(Dataset):
+    r"""A PyG :class:`~torch_geometric.data.Dataset` over ``root/<folder>/raw`` and a memory-mapped
+    :class:`~gea_graph.data.store.GraphStore` in ``root/<folder>/processed/<cache key>/store``, shared by every
+    split (each split is a list of positions into it) and by every process that reads the dataset.
 
-    Subclasses set :attr:`folder`, :attr:`splits`, :attr:`raw_files` and implement :meth:`build`, which turns the raw
-    files into one list of graphs per split *without* any pre-transform. This class then applies ``pre_filter`` and
-    ``pre_transform`` (batched, see :func:`gea_graph.transforms.apply_many`) and writes every split atomically, only
-    after all of them are built: a build interrupted at any point leaves no cache and is simply redone next time.
-    Caches are read back with :func:`load_cache` only (see :class:`SafeCache`).
+    Subclasses set :attr:`folder`, :attr:`splits`, :attr:`raw_files` and implement either :meth:`build` (one list of
+    graphs per split, before any pre-transform; small datasets) or :meth:`process` with
+    :func:`~gea_graph.data.store.build_store` directly (large ones, in parallel resumable chunks). With
+    :meth:`build`, ``pre_filter`` and ``pre_transform`` are applied batched (:func:`gea_graph.transforms.apply_many`).
+    Either way the store is written under a temporary name and renamed when complete: a build interrupted at any
+    point leaves no store, only finished chunks that the next build reuses. PyG's own ``pre_transform.pt`` /
+    ``pre_filter.pt`` (read unsafely by PyG) are neither written nor read: the cache key makes them redundant.
+
+    Besides ``dataset[i]`` (one :class:`~torch_geometric.data.Data`), :meth:`batch` gathers a whole mini-batch from
+    the columns at once (what :class:`~gea_graph.data.GraphLoader` uses).
 
     Args:
         root (str, optional): Data root (default: :func:`gea_graph.data.config.data_root`).
@@ -181,7 +158,15 @@ class CachedDataset(SafeCache, InMemoryDataset):
             from torch_geometric.transforms import Compose
             pre_transform = pe_transform if pre_transform is None else Compose([pre_transform, pe_transform])
         super().__init__(str(data_root(root)), transform, pre_transform, pre_filter, force_reload=force_reload)
-        self.load(osp.join(self.processed_dir, f"{split}.pt"))
+        self.open()
+
+    def open(self) -> None:
+        """Maps the processed store and this split's positions in it."""
+        try:
+            self.store = GraphStore(self.store_dir)
+            self.positions = self.store.split(self.split)
+        except StoreError as err:
+            raise CacheError(f"{err} (or pass force_reload=True)") from None
 
     # -- layout ---------------------------------------------------------------------------------------------------
     @classmethod
@@ -204,14 +189,25 @@ class CachedDataset(SafeCache, InMemoryDataset):
                         cache_key(self.pre_transform, self.pre_filter, self.cache_extra()))
 
     @property
+    def store_dir(self) -> str:
+        return osp.join(self.processed_dir, "store")
+
+    @property
     def raw_file_names(self) -> list[str]:
         return [raw.name for raw in self.raw_files]
 
     @property
     def processed_file_names(self) -> list[str]:
-        return [f"{split}.pt" for split in self.splits]
+        return [osp.join("store", META)]
 
     # -- building -------------------------------------------------------------------------------------------------
+    def _process(self) -> None:
+        if not self.force_reload and files_exist(self.processed_paths):
+            return
+        os.makedirs(self.processed_dir, exist_ok=True)
+        clean_stale_temporaries(self.processed_dir)
+        self.process()
+
     def download(self) -> None:
         for raw in self.raw_files:
             fetch(raw, self.raw_dir)
@@ -229,16 +225,78 @@ class CachedDataset(SafeCache, InMemoryDataset):
 
     def process(self) -> None:
         built = self.build()
-        out = {}
-        for split in self.splits:
-            data_list = built[split]
+        parts = [(split, i) for split in self.splits for i in range(0, max(len(built[split]), 1), _LIST_CHUNK)]
+
+        def chunk(c: int) -> tuple[list[Data], np.ndarray, dict[str, Any]]:
+            split, start = parts[c]
+            data_list = built[split][start:start + _LIST_CHUNK]
             if self.pre_filter is not None:
                 data_list = [d for d in data_list if self.pre_filter(d)]
-            out[split] = apply_many(self.pre_transform, data_list, desc=f"{self.folder} {split}")
-        os.makedirs(self.processed_dir, exist_ok=True)
-        for split, data_list in out.items():
-            self.save(data_list, osp.join(self.processed_dir, f"{split}.pt"))
+            return (apply_many(self.pre_transform, data_list, desc=f"{self.folder} {split}"),
+                    np.zeros(len(data_list), np.int64), {"split": split})
 
-    @classmethod
-    def save(cls, data_list: Sequence[Data], path: str) -> None:
-        save_collated(data_list, path)
+        def split_positions(rows: np.ndarray, reports: list[dict[str, Any]], counts: list[int]
+                            ) -> dict[str, np.ndarray]:
+            ends = np.cumsum(counts)
+            out: dict[str, list[np.ndarray]] = {split: [] for split in self.splits}
+            for report, end, count in zip(reports, ends, counts):
+                out[report["split"]].append(np.arange(end - count, end, dtype=np.int64))
+            return {split: np.concatenate(v) if v else np.zeros(0, np.int64) for split, v in out.items()}
+
+        build_store(self.store_dir, len(parts), chunk, plan={"dataset": self.folder}, workers=1,
+                    splits=split_positions, desc=f"{self.folder}: store")
+
+    # A dataset pickles without its graphs (DataLoader workers started by spawn, DDP ranks): the copy maps the store.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("store", "positions")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.open()
+
+    # -- access ---------------------------------------------------------------------------------------------------
+    def len(self) -> int:
+        return len(self.positions)
+
+    def get(self, idx: int) -> Data:
+        return self.store.graph(int(self.positions[idx]))
+
+    def _store_index(self, index: Sequence[int] | np.ndarray) -> np.ndarray:
+        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        if self._indices is not None:
+            index = np.asarray(self.indices(), dtype=np.int64)[index]
+        return np.asarray(self.positions[index], dtype=np.int64)
+
+    def packed_batch(self, index: Sequence[int] | np.ndarray) -> PackedBatch | None:
+        """:meth:`batch` in the packed form a DataLoader worker sends (:obj:`None` where :meth:`batch` builds graph
+        by graph)."""
+        if self.transform is not None or getattr(self, "store", None) is None:
+            return None
+        return self.store.packed_batch(self._store_index(index))
+
+    def num_nodes_per_graph(self) -> np.ndarray:
+        """Nodes of each graph of this dataset ``[len(self)]``, read from the store without building graphs."""
+        return np.asarray(self.store.num_nodes[self._store_index(np.arange(len(self)))], dtype=np.int64)
+
+    def batch(self, index: Sequence[int] | np.ndarray) -> Batch:
+        """Graphs :obj:`index` of this dataset as one :class:`~torch_geometric.data.Batch`, equal to
+        ``Batch.from_data_list([self[i] for i in index])`` but gathered column by column
+        (:meth:`GraphStore.batch <gea_graph.data.store.GraphStore.batch>`); with a :obj:`transform`, graph by
+        graph."""
+        if self.transform is not None or getattr(self, "store", None) is None:
+            return Batch.from_data_list([self[int(i)] for i in np.asarray(index).reshape(-1)])
+        return self.store.batch(self._store_index(index))
+
+    def __getattr__(self, key: str) -> Any:
+        # dataset.y, dataset.x ...: a whole column of this split (as InMemoryDataset gives), gathered from the store
+        store = self.__dict__.get("store")
+        if store is not None and key in store.fields:
+            return store.values(key, self._store_index(np.arange(len(self))))
+        raise AttributeError(f"'{self.__class__.__name__}' object has no attribute '{key}'")
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({len(self)})"
+
+
+#: Graphs per chunk when a dataset's :meth:`CachedDataset.build` returns lists.
+_LIST_CHUNK = 50_000

@@ -12,23 +12,20 @@ from collections.abc import Callable, Sequence
 import torch
 from torch_geometric.data import Data
 from torch_geometric.datasets import LRGBDataset
-from torch_geometric.transforms import Compose
-from tqdm.auto import tqdm
 
 from gea_graph.data import safe_pickle
-from gea_graph.data.base import SafeCache, cache_key, save_collated
-from gea_graph.data.config import PathLike, data_root
+from gea_graph.data.base import CachedDataset
+from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, fetch
-from gea_graph.transforms import apply_many, parse_pe
 
 
-class _LRGB(SafeCache, LRGBDataset):
-    """Reuses :class:`LRGBDataset`'s names, URLs, raw layout (``root/<name>/raw/{train,val,test}.{pt,pickle}``) and
-    COCO label map. Replaced: ``download`` (mirror first, temp-name + rename), ``process`` (PyG reads the superpixel
-    pickles with a bare ``pickle.load`` and falls back to ``torch.load(weights_only=False)``; we use
-    :mod:`gea_graph.data.safe_pickle` and ``weights_only=True``, batch the pre-transform and save atomically), and
-    the processed folder, keyed by the pre-transform as in :class:`~gea_graph.data.base.CachedDataset`, and read back
-    only safely (:class:`~gea_graph.data.base.SafeCache`).
+class _LRGB(CachedDataset):
+    """Reuses :class:`~torch_geometric.datasets.LRGBDataset`'s names, URLs, raw layout
+    (``root/<name>/raw/{train,val,test}.{pt,pickle}``) and COCO label map. Ours: ``download`` (mirror first, temp-name
+    + rename), the reading of the raw splits (PyG reads the superpixel pickles with a bare ``pickle.load`` and falls
+    back to ``torch.load(weights_only=False)``; we use :mod:`gea_graph.data.safe_pickle` and ``weights_only=True``),
+    and the processed store of :class:`~gea_graph.data.base.CachedDataset` (keyed by the pre-transform, memory-mapped,
+    built atomically).
 
     LRGB publishes no checksums for these archives, so they are used unchecked (with a warning).
     """
@@ -39,27 +36,23 @@ class _LRGB(SafeCache, LRGBDataset):
     def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
                  pe: str | None = None, force_reload: bool = False) -> None:
-        if split not in self.splits:
-            raise ValueError(f"{self.__class__.__name__} has splits {list(self.splits)}, not {split!r}")
-        self.split = split
-        pe_transform = parse_pe(pe)
-        if pe_transform is not None:
-            pre_transform = pe_transform if pre_transform is None else Compose([pre_transform, pe_transform])
-        super().__init__(str(data_root(root)), self.lrgb_name, split, transform, pre_transform, pre_filter,
-                         force_reload)
+        self.name = self.lrgb_name
+        self.folder = self.lrgb_name
+        super().__init__(root, split, transform, pre_transform, pre_filter, pe, force_reload)
 
     @property
     def archive(self) -> RawFile:
-        url = self.urls[self.name]
+        url = LRGBDataset.urls[self.name]
         return RawFile(url.rsplit("/", 1)[-1].split("?")[0], url, None, self.name)
 
     @property
-    def processed_dir(self) -> str:
-        return osp.join(self.root, self.name, "processed", cache_key(self.pre_transform, self.pre_filter))
+    def raw_file_names(self) -> list[str]:
+        suffix = "pickle" if self.name.endswith("-sp") else "pt"
+        return [f"{split}.{suffix}" for split in self.splits]
 
     def download(self) -> None:
         archive = fetch(self.archive, self.root)
-        extracted = osp.join(self.root, self.dwnld_file_name[self.name])
+        extracted = osp.join(self.root, LRGBDataset.dwnld_file_name[self.name])
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(self.root)
         if osp.isdir(self.raw_dir):
@@ -76,18 +69,8 @@ class _LRGB(SafeCache, LRGBDataset):
     def to_data(self, graph: Sequence) -> Data:
         raise NotImplementedError
 
-    def process(self) -> None:
-        out = {}
-        for split in self.splits:
-            graphs = self.read_split(split)
-            data_list = [self.to_data(g) for g in tqdm(graphs, desc=f"{self.name} {split}", leave=False,
-                                                       disable=len(graphs) < 1000)]
-            if self.pre_filter is not None:
-                data_list = [d for d in data_list if self.pre_filter(d)]
-            out[split] = apply_many(self.pre_transform, data_list)
-        os.makedirs(self.processed_dir, exist_ok=True)
-        for split, data_list in out.items():
-            save_collated(data_list, osp.join(self.processed_dir, f"{split}.pt"))
+    def build(self) -> dict[str, list[Data]]:
+        return {split: [self.to_data(g) for g in self.read_split(split)] for split in self.splits}
 
 
 class PCQMContact(_LRGB):
@@ -117,7 +100,7 @@ class _Superpixels(_LRGB):
     def _coco_remap(self) -> torch.Tensor:
         """PyG's COCO label map as a look-up tensor (original category id -> 0..80)."""
         if self._remap is None:
-            table = self.label_remap_coco()
+            table = LRGBDataset.label_remap_coco(self)
             self._remap = torch.full((max(table) + 1,), -1, dtype=torch.long)
             for original, new in table.items():
                 self._remap[original] = new

@@ -20,10 +20,8 @@ import re
 import warnings
 import zipfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
-from multiprocessing import get_context
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -31,12 +29,13 @@ import torch
 from ogb.utils.features import allowable_features
 from rdkit import Chem, RDLogger
 from torch_geometric.data import Data
-from tqdm.auto import tqdm
 
 from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
+from gea_graph.data.store import build_store
+from gea_graph.transforms import apply_many
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
 _NUMPY_SAFE_GLOBALS = [np.ndarray, np.dtype, np.dtypes.Int64DType, np.dtypes.Int32DType]
@@ -183,79 +182,65 @@ def _check_features(features: str) -> None:
         raise ValueError(f"features must be one of {', '.join(map(repr, FEATURES))}, got {features!r}")
 
 
-def _featurize_chunk(smiles: Sequence[object], features: str = "ogb"
-                     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
+                    features: str = "ogb") -> tuple[list[Data], np.ndarray, list[tuple[int, object]]]:
+    """Graphs of rows :obj:`rows` of a SMILES list with ``y = targets[row]`` (``targets`` is ``[M, T]``; ``y`` of shape
+    ``[1]`` when :math:`T = 1`, else ``[1, T]``), featurised by :obj:`features` (a key of :data:`FEATURES`).
+
+    Returns ``(graphs, kept, bad)``: the graphs of the rows RDKit parses, their row numbers ``[G]``, and
+    ``(row, SMILES)`` of the rows it cannot parse. One process; datasets run it on chunks in parallel."""
+    _check_features(features)
     RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
     arrays = FEATURES[features]
-    out = []
-    for smi in smiles:
+    targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
+    graphs, kept, bad = [], [], []
+    for row in np.asarray(rows, dtype=np.int64).tolist():
+        smi = smiles[row]
         mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
-        out.append(None if mol is None else arrays(mol, smi))
-    return out
+        if mol is None:
+            bad.append((row, smi))
+            continue
+        x, edge_index, edge_attr = arrays(mol, smi)
+        y = torch.from_numpy(targets[row].copy() if targets.shape[1] == 1 else targets[row:row + 1].copy())
+        graphs.append(Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
+                           edge_attr=torch.from_numpy(edge_attr), y=y, smiles=smi, num_nodes=x.shape[0]))
+        kept.append(row)
+    return graphs, np.array(kept, dtype=np.int64), bad
 
 
-def _featurize_all(smiles: Sequence[object], desc: str, features: str = "ogb"
-                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
-    """Featurises in worker processes for big inputs (RDKit parsing and per-atom calls are the slow part of every
-    molecular build); ``$GEA_GRAPH_WORKERS`` caps the number of workers."""
-    workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1))
-    chunk = 500
-    pieces = [list(smiles[i:i + chunk]) for i in range(0, len(smiles), chunk)]
-    bar = tqdm(total=len(smiles), desc=desc, leave=False, disable=len(smiles) < 2000)
-    out: list = []
-    if workers <= 1 or len(smiles) < 4 * chunk:
-        for piece in pieces:
-            out += _featurize_chunk(piece, features)
-            bar.update(len(piece))
-    else:
-        # fork: the workers only run RDKit and numpy, and start instantly with the parent's imports.
-        with ProcessPoolExecutor(min(workers, len(pieces)), mp_context=get_context("fork")) as pool:
-            for piece, result in zip(pieces, pool.map(partial(_featurize_chunk, features=features), pieces)):
-                out += result
-                bar.update(len(piece))
-    bar.close()
-    return out
+def _invalid_smiles_error(source: str, bad: Sequence[tuple[int, object]]) -> InvalidSmilesError:
+    row, smi = bad[0]
+    return InvalidSmilesError(
+        f"{source}: row {row} (0-based, header excluded) has a SMILES RDKit cannot parse: {smi!r}"
+        f"{f' ({len(bad) - 1} more such rows)' if len(bad) > 1 else ''}. Fix or remove the row, or pass "
+        f"skip_invalid=True to skip such rows (they are then listed in a report file).")
+
+
+def _write_skipped(path: PathLike, bad: Sequence[tuple[int, object]]) -> None:
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["row", "smiles"])
+        writer.writerows(bad)
 
 
 def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_invalid: bool = False,
-              report_path: PathLike | None = None, desc: str = "featurize", features: str = "ogb") -> list[Data | None]:
-    """Turns SMILES into graphs with ``y = targets[i]`` (``targets`` is ``[M, T]``; each graph gets ``y`` of shape
-    ``[1]`` when :math:`T = 1`, else ``[1, T]``), featurised by :obj:`features` (a key of :data:`FEATURES`: ``"ogb"``,
-    OGB's ``smiles2graph`` features, or ``"bench"``, the Benchmarking-GNNs ZINC encoding of :func:`zinc_mol_arrays`).
+              report_path: PathLike | None = None, features: str = "ogb") -> list[Data | None]:
+    """Turns SMILES into graphs (see :func:`molecule_graphs`), one per row, in one process (datasets build in
+    parallel chunks instead).
 
-    A SMILES RDKit cannot parse raises :class:`InvalidSmilesError` naming its row and text, before anything is
-    cached. With :obj:`skip_invalid`, such rows become :obj:`None` in the output instead, and are listed (row,
-    SMILES) in a CSV at :obj:`report_path`.
+    A SMILES RDKit cannot parse raises :class:`InvalidSmilesError` naming its row and text. With
+    :obj:`skip_invalid`, such rows become :obj:`None` in the output instead, and are listed (row, SMILES) in a CSV at
+    :obj:`report_path`.
     """
-    _check_features(features)
-    arrays = _featurize_all(list(smiles), desc, features)
-    bad = [(row, smi) for row, (smi, arr) in enumerate(zip(smiles, arrays)) if arr is None]
+    graphs, kept, bad = molecule_graphs(smiles, targets, np.arange(len(smiles)), features)
     if bad and not skip_invalid:
-        row, smi = bad[0]
-        raise InvalidSmilesError(
-            f"{source}: row {row} (0-based, header excluded) has a SMILES RDKit cannot parse: {smi!r}"
-            f"{f' ({len(bad) - 1} more such rows)' if len(bad) > 1 else ''}. Fix or remove the row, or pass "
-            f"skip_invalid=True to skip such rows (they are then listed in a report file).")
+        raise _invalid_smiles_error(source, bad)
     if skip_invalid and report_path is not None:
-        os.makedirs(osp.dirname(osp.abspath(report_path)), exist_ok=True)
-        with open(report_path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["row", "smiles"])
-            writer.writerows(bad)
-    targets = torch.tensor(np.asarray(targets, dtype=np.float32)).view(len(arrays), -1)
-
-    def y_of(row: int) -> torch.Tensor:  # design.md: [1] for one target, [1, T] for several
-        return targets[row].clone() if targets.shape[1] == 1 else targets[row:row + 1].clone()
-
-    out: list[Data | None] = []
-    for row, (smi, arr) in enumerate(zip(smiles, arrays)):
-        if arr is None:
-            out.append(None)
-            continue
-        x, edge_index, edge_attr = arr
-        out.append(Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
-                        edge_attr=torch.from_numpy(edge_attr), y=y_of(row), smiles=smi,
-                        num_nodes=x.shape[0]))
+        _write_skipped(report_path, bad)
+    out: list[Data | None] = [None] * len(smiles)
+    for row, graph in zip(kept.tolist(), graphs):
+        out[row] = graph
     return out
 
 
@@ -264,15 +249,29 @@ def _content_hash(path: str) -> str:
     return file_digest(path, "sha1")
 
 
-def _take(graphs: list[Data | None], index: Sequence[int]) -> list[Data]:
-    return [graphs[i] for i in index if graphs[i] is not None]
+@dataclass
+class MoleculeSource:
+    """What a molecular dataset reads from its raw files: SMILES, targets ``[M, T]``, the file named in errors, the
+    raw files whose size and time stamp identify the input of a resumed build, and each split's rows (in the
+    split's order; a function of the rows RDKit could parse where the split depends on them)."""
+
+    smiles: list
+    targets: np.ndarray
+    path: str
+    split_rows: dict[str, np.ndarray] | Callable[[np.ndarray], dict[str, np.ndarray]]
+    files: Sequence[str] = ()
 
 
 class _MoleculeDataset(CachedDataset):
-    """Shared options of the molecular datasets: :obj:`skip_invalid` (see :func:`featurize`)."""
+    """Shared build of the molecular datasets: the raw SMILES (:meth:`source`) are featurised, filtered and
+    pre-transformed in parallel chunks of :attr:`chunk_rows` rows (``$GEA_GRAPH_CHUNK_ROWS``; workers
+    ``$GEA_GRAPH_WORKERS``) into the dataset's store (:func:`~gea_graph.data.store.build_store`: resumable, atomic).
+    Option :obj:`skip_invalid`: see :func:`featurize`."""
 
     #: The featurisation (a key of :data:`FEATURES`); only :class:`ZINC` offers a choice.
     features: str = "ogb"
+    #: Rows per build chunk.
+    chunk_rows: ClassVar[int] = 10_000
 
     def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
@@ -288,10 +287,49 @@ class _MoleculeDataset(CachedDataset):
         """Where skipped SMILES are listed when :obj:`skip_invalid` is set."""
         return osp.join(self.processed_dir, "skipped_smiles.csv")
 
-    def _featurize(self, smiles: Sequence[str], targets: np.ndarray, source: str) -> list[Data | None]:
-        return featurize(smiles, targets, source, self.skip_invalid,
-                         self.report_path if self.skip_invalid else None, desc=f"{self.folder}: featurize",
-                         features=self.features)
+    def source(self) -> MoleculeSource:
+        raise NotImplementedError
+
+    def process(self) -> None:
+        src = self.source()
+        total = len(src.smiles)
+        size = int(os.environ.get("GEA_GRAPH_CHUNK_ROWS", self.chunk_rows))
+        if size < 1:
+            raise ValueError(f"GEA_GRAPH_CHUNK_ROWS must be a positive number of rows, got {size}")
+        num_chunks = max(1, -(-total // size))
+        features, pre_filter, pre_transform = self.features, self.pre_filter, self.pre_transform
+
+        def chunk(c: int) -> tuple[list[Data], np.ndarray, dict[str, Any]]:
+            rows = np.arange(c * size, min(total, (c + 1) * size))
+            graphs, kept, bad = molecule_graphs(src.smiles, src.targets, rows, features)
+            if pre_filter is not None:
+                keep = [i for i, g in enumerate(graphs) if pre_filter(g)]
+                graphs, kept = [graphs[i] for i in keep], kept[keep]
+            graphs = apply_many(pre_transform, graphs, desc=f"{self.folder} chunk {c}")
+            return graphs, kept, {"bad": [[int(r), s if isinstance(s, str) else repr(s)] for r, s in bad]}
+
+        def split_positions(rows: np.ndarray, reports: list[dict[str, Any]], counts: list[int]
+                            ) -> dict[str, np.ndarray]:
+            bad = [tuple(b) for report in reports for b in report["bad"]]
+            if bad and not self.skip_invalid:
+                raise _invalid_smiles_error(src.path, bad)
+            if self.skip_invalid:
+                _write_skipped(self.report_path, bad)
+            valid = np.ones(total, dtype=bool)
+            valid[[r for r, _ in bad]] = False
+            where = np.full(total, -1, dtype=np.int64)  # raw row -> position in the store (-1: skipped/filtered)
+            where[rows] = np.arange(len(rows))
+            split_rows = src.split_rows(valid) if callable(src.split_rows) else src.split_rows
+            out = {}
+            for split in self.splits:
+                positions = where[np.asarray(split_rows[split], dtype=np.int64)]
+                out[split] = positions[positions >= 0]
+            return out
+
+        files = [(osp.abspath(f), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in src.files]
+        plan = {"dataset": self.folder, "rows": total, "chunk_rows": size, "files": files,
+                "key": osp.basename(self.processed_dir)}
+        build_store(self.store_dir, num_chunks, chunk, plan, split_positions, desc=f"{self.folder}: build")
 
 
 class ZINC(_MoleculeDataset):
@@ -338,12 +376,14 @@ class ZINC(_MoleculeDataset):
         # The features are part of the key, so caches of one encoding are never read as the other.
         return "|".join(filter(None, [super().cache_extra(), f"features={self.features}"]))
 
-    def build(self) -> dict[str, list[Data]]:
+    def source(self) -> MoleculeSource:
         path = self.raw_path("smiles_score.csv")
         table = pd.read_csv(path)
-        graphs = self._featurize(table["SMILES"].tolist(), table[["score"]].to_numpy(), path)
-        index = pd.read_csv(self.raw_path("indexes_train_val_test.csv"))
-        return {split: _take(graphs, index[split].dropna().astype(np.int64).tolist()) for split in self.splits}
+        index_path = self.raw_path("indexes_train_val_test.csv")
+        index = pd.read_csv(index_path)
+        return MoleculeSource(table["SMILES"].tolist(), table[["score"]].to_numpy(), path,
+                              {split: index[split].dropna().to_numpy(dtype=np.int64) for split in self.splits},
+                              files=(path, index_path))
 
 
 LRGB_PEPTIDES = "https://www.dropbox.com/s"
@@ -356,13 +396,15 @@ class _Peptides(_MoleculeDataset):
     def targets(self, table: pd.DataFrame) -> np.ndarray:
         raise NotImplementedError
 
-    def build(self) -> dict[str, list[Data]]:
+    def source(self) -> MoleculeSource:
         path = self.raw_path(self.csv_file.name)
         check_gzip(path)
         table = pd.read_csv(path)
-        graphs = self._featurize(table["smiles"].tolist(), self.targets(table), path)
-        index = safe_pickle.load(self.raw_path(self.split_file.name))
-        return {split: _take(graphs, np.asarray(index[split]).tolist()) for split in self.splits}
+        split_path = self.raw_path(self.split_file.name)
+        index = safe_pickle.load(split_path)
+        return MoleculeSource(table["smiles"].tolist(), self.targets(table), path,
+                              {split: np.asarray(index[split], dtype=np.int64) for split in self.splits},
+                              files=(path, split_path))
 
 
 class PeptidesFunctional(_Peptides):
@@ -446,11 +488,11 @@ class _OGBLSCMolecules(_MoleculeDataset):
             zf.extractall(self.root)
         os.unlink(archive)
 
-    def build(self) -> dict[str, list[Data]]:
+    def source(self) -> MoleculeSource:
         path = osp.join(self.raw_dir, "data.csv.gz")
         check_gzip(path)
-        table = pd.read_csv(path)
-        graphs = self._featurize(table["smiles"].tolist(), table[["homolumogap"]].to_numpy(), path)
+        # Only the two columns used (OGB's file has a third, idx): at 3.8M rows the rest is memory for nothing.
+        table = pd.read_csv(path, usecols=["smiles", "homolumogap"], dtype={"smiles": str})
         # weights_only: a split file can never run code; OGB stores numpy index arrays (admitted) or tensors.
         with torch.serialization.safe_globals(_NUMPY_SAFE_GLOBALS):
             split_dict = torch.load(self.split_dict_path, weights_only=True)
@@ -458,8 +500,9 @@ class _OGBLSCMolecules(_MoleculeDataset):
         if missing:
             raise ValueError(f"{self.split_dict_path} lacks the split(s) {missing} (it has {sorted(split_dict)}); "
                              f"is it OGB's split file of {type(self).__name__}?")
-        return {split: _take(graphs, np.asarray(split_dict[self.ogb_split_names[split]]).tolist())
-                for split in self.splits}
+        return MoleculeSource(table["smiles"].tolist(), table[["homolumogap"]].to_numpy(), path,
+                              {split: np.asarray(split_dict[self.ogb_split_names[split]], dtype=np.int64)
+                               for split in self.splits}, files=(path, self.split_dict_path))
 
 
 class PCQM4Mv2(_OGBLSCMolecules):
@@ -587,7 +630,7 @@ class MoleculeCSV(_MoleculeDataset):
     def download(self) -> None:  # the user's file is checked to exist in __init__
         pass
 
-    def build(self) -> dict[str, list[Data]]:
+    def source(self) -> MoleculeSource:
         if self.path.endswith(".gz"):
             check_gzip(self.path)
         try:
@@ -604,7 +647,7 @@ class MoleculeCSV(_MoleculeDataset):
         if len(table) == 0:
             raise ValueError(f"{self.path} has a header but no rows: expected one row per molecule")
         smiles = table[self.smiles_column].tolist()
-        graphs = self._featurize(smiles, self._targets(table), self.path)
+        targets = self._targets(table)
         if self.split_column is not None:
             names = table[self.split_column].astype(str).str.strip().str.lower().replace({"valid": "val"})
             unknown = sorted(set(names) - set(self.splits))
@@ -615,9 +658,15 @@ class MoleculeCSV(_MoleculeDataset):
         elif self.split_method == "random":
             index = self._random_split(len(table))
         else:
-            index = self._scaffold_split([g.smiles if g is not None else None for g in graphs])
+            # The scaffold groups are those of the rows RDKit parses, known once the rows are featurised.
+            def scaffold_rows(valid: np.ndarray) -> dict[str, np.ndarray]:
+                index = self._scaffold_split([smi if ok else None for smi, ok in zip(smiles, valid.tolist())])
+                self._warn_duplicates(smiles, index)
+                return index
+
+            return MoleculeSource(smiles, targets, self.path, scaffold_rows, files=(self.path,))
         self._warn_duplicates(smiles, index)
-        return {split: _take(graphs, index[split].tolist()) for split in self.splits}
+        return MoleculeSource(smiles, targets, self.path, index, files=(self.path,))
 
     def _targets(self, table: pd.DataFrame) -> np.ndarray:
         """The target columns as float32 ``[rows, T]``: empty cells are NaN (missing), text and infinities are

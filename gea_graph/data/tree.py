@@ -157,8 +157,14 @@ class TreeNeighbourMatch(CachedDataset):
             atomic_torch_save({"x": torch.from_numpy(arrays["x"][index]), "y": torch.from_numpy(arrays["y"][index]),
                                "shared": shared}, osp.join(self.processed_dir, f"{split}.pt"))
 
+    @property
+    def processed_file_names(self) -> list[str]:
+        return [f"{split}.pt" for split in self.splits]
+
     # -- access ---------------------------------------------------------------------------------------------------
-    def load(self, path: str, data_cls: type = Data) -> None:
+    def open(self) -> None:
+        """Reads this split (compact: one shared tree, ``x`` and ``y`` of every graph)."""
+        path = osp.join(self.processed_dir, f"{self.split}.pt")
         stored = load_cache(path)
         if not (isinstance(stored, dict) and {"x", "y", "shared"} <= set(stored)):
             raise CacheError(f"cannot read the cached file {path}: it is not a tree split of this toolkit. Delete "

@@ -154,9 +154,13 @@ class EpochSampler(Sampler[int]):
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: int | None = None,
-                num_workers: int = 0) -> DataLoader:
-    r"""A PyG :class:`~torch_geometric.loader.DataLoader`; training loaders (``shuffle_seed`` given) use
-    :class:`EpochSampler`."""
+                num_workers: int = 0) -> torch.utils.data.DataLoader:
+    r"""A :class:`~gea_graph.data.GraphLoader` for our datasets (whole batches gathered from the store), else a PyG
+    :class:`~torch_geometric.loader.DataLoader` (lists, third-party datasets); the same batches either way. Training
+    loaders (``shuffle_seed`` given) use :class:`EpochSampler`."""
+    from gea_graph.data import GraphLoader
+
     sampler = EpochSampler(dataset, shuffle_seed) if shuffle_seed is not None else None
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, shuffle=False, num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
+    cls = GraphLoader if callable(getattr(dataset, "batch", None)) else DataLoader
+    return cls(dataset, batch_size=batch_size, sampler=sampler, shuffle=False, num_workers=num_workers,
+               persistent_workers=num_workers > 0)

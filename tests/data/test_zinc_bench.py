@@ -41,8 +41,8 @@ def test_vocabulary_is_the_published_one():
 
 def test_all_12k_molecules_map_and_counts_equal_the_card(zinc):
     assert sum(len(zinc[s]) for s in SPLITS) == 12_000  # nothing skipped: every atom is in the vocabulary
-    x = torch.cat([zinc[s]._data.x for s in SPLITS])
-    edge_attr = torch.cat([zinc[s]._data.edge_attr for s in SPLITS])
+    x = torch.cat([zinc[s].x for s in SPLITS])
+    edge_attr = torch.cat([zinc[s].edge_attr for s in SPLITS])
     assert x.dtype == edge_attr.dtype == torch.long and x.shape[1] == edge_attr.shape[1] == 1
     assert 0 <= x.min() and x.max() < 28 and edge_attr.min() >= 1 and edge_attr.max() <= 3
     atoms = torch.bincount(x[:, 0], minlength=28).tolist()

@@ -1,0 +1,284 @@
+"""The columnar graph store: batches equal PyG's collation, compact dtypes, resumable chunked builds, one
+memory-mapped copy shared by processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+from torch_geometric.loader import DataLoader
+
+from gea_graph.data import GraphLoader, GraphStore, StoreError, build_store
+from gea_graph.transforms import ShortestPathDistance
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def random_graph(rng: np.random.Generator, i: int) -> Data:
+    n = int(rng.integers(1, 12))
+    e = int(rng.integers(0, 3 * n))
+    edge_index = torch.from_numpy(rng.integers(0, n, size=(2, e))).long()
+    data = Data(x=torch.from_numpy(rng.integers(0, 120, size=(n, 9))).long(), edge_index=edge_index,
+                edge_attr=torch.from_numpy(rng.integers(0, 5, size=(e, 3))).long(),
+                y=torch.tensor([float(i)]), rw_pe=torch.from_numpy(rng.normal(size=(n, 4)).astype(np.float32)),
+                mask=torch.from_numpy(rng.random(n) < 0.5), node_y=torch.from_numpy(rng.integers(0, 3, n)).long(),
+                edge_label_index=torch.from_numpy(rng.integers(0, n, size=(2, 3))).long(),
+                smiles=f"graph-{i}-é", num_nodes=n)
+    return ShortestPathDistance(max_distance=5, max_path=3)(data)
+
+
+def graphs(count: int, seed: int = 0) -> list[Data]:
+    rng = np.random.default_rng(seed)
+    return [random_graph(rng, i) for i in range(count)]
+
+
+def build(path: Path, data: list[Data], chunk: int = 7, workers: int = 1, make=None) -> GraphStore:
+    num_chunks = -(-len(data) // chunk)
+
+    def default(c: int):
+        part = data[c * chunk:(c + 1) * chunk]
+        return part, np.arange(c * chunk, c * chunk + len(part)), {"chunk": c}
+
+    build_store(path, num_chunks, make or default, plan={"test": len(data)},
+                splits=lambda rows, reports, counts: {"all": np.arange(len(rows)), "odd": np.arange(1, len(rows), 2)},
+                workers=workers)
+    return GraphStore(path)
+
+
+def assert_same_batch(a: Batch, b: Batch) -> None:
+    assert sorted(a.keys()) == sorted(b.keys())
+    for key in b.keys():  # noqa: SIM118 (iterating a Data yields pairs)
+        if torch.is_tensor(b[key]):
+            assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+        else:
+            assert a[key] == b[key], key
+    assert a.num_graphs == b.num_graphs and a.num_nodes == b.num_nodes
+    assert a._slice_dict.keys() == b._slice_dict.keys()
+    for key in b._slice_dict:
+        assert torch.equal(a._slice_dict[key], b._slice_dict[key]), key
+        inc_a, inc_b = a._inc_dict[key], b._inc_dict[key]
+        assert (inc_a is None and inc_b is None) or torch.equal(inc_a, inc_b), key
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> tuple[GraphStore, list[Data]]:
+    data = graphs(60)
+    return build(tmp_path_factory.mktemp("store") / "store", data, workers=2), data
+
+
+def test_graphs_round_trip_and_batches_equal_pyg_collation(store):
+    st, data = store
+    assert len(st) == 60
+    for i in (0, 17, 59):
+        g, ref = st.graph(i), data[i]
+        assert sorted(g.keys()) == sorted(ref.keys())
+        for key in ref.keys():  # noqa: SIM118
+            value = g[key]
+            assert (value.dtype == ref[key].dtype and torch.equal(value, ref[key])) if torch.is_tensor(value) \
+                else value == ref[key], key
+    for index in ([3, 1, 4, 1, 5, 9, 2, 6], list(range(60)), [42]):
+        batch = st.batch(index)
+        assert_same_batch(batch, Batch.from_data_list([data[i] for i in index]))
+        assert batch.get_example(0).smiles == data[index[0]].smiles
+        assert len(batch.to_data_list()) == len(index)
+
+
+def test_columns_use_the_smallest_dtypes_and_spd_index_is_not_stored(store):
+    st, _ = store
+    kinds = {key: np.dtype(f["store_dtype"]) for key, f in st.fields.items() if f["kind"] == "tensor"}
+    assert kinds["x"] == np.uint8 and kinds["edge_attr"] == np.uint8 and kinds["edge_index"] == np.uint8
+    assert kinds["spd"] == np.uint8 and kinds["spd_path"] == np.int8  # -1 padding, edge ids < 36
+    assert kinds["rw_pe"] == np.float32 and kinds["mask"] == np.bool_
+    assert st.columns["edge_index"].shape[1] == 2  # stored [E, 2], graph-local
+    assert "spd_index" not in st.fields and st.derived == ["spd_index"]
+    assert st.graph(3).spd_index.dtype == torch.long
+
+
+def test_splits_values_and_bad_requests(store):
+    st, data = store
+    assert st.split("odd").tolist() == list(range(1, 60, 2))
+    torch.testing.assert_close(st.values("y", st.split("odd")), torch.tensor([float(i) for i in range(1, 60, 2)]))
+    assert st.values("smiles", [2, 0]) == [data[2].smiles, data[0].smiles]
+    with pytest.raises(StoreError, match="no split 'test'.*'all', 'odd'"):
+        st.split("test")
+    with pytest.raises(KeyError, match="no field 'z'"):
+        st.values("z", [0])
+
+
+def test_a_store_pickles_as_its_path(store):
+    st, _ = store
+    blob = pickle.dumps(st)
+    assert len(blob) < 1000
+    again = pickle.loads(blob)
+    assert_same_batch(again.batch([5, 6]), st.batch([5, 6]))
+
+
+def test_graph_loader_gives_pyg_batches_with_and_without_workers(store, tmp_path):
+    st, data = store
+
+    class View:  # the store as a dataset: what GraphLoader needs is batch(indices) and len
+        def __len__(self):
+            return len(st)
+
+        def __getitem__(self, i):
+            return st.graph(i)
+
+        def batch(self, index):
+            return st.batch(index)
+
+        def packed_batch(self, index):
+            return st.packed_batch(index)
+
+    expected = list(DataLoader(data, batch_size=16))
+    for workers in (0, 2):
+        got = list(GraphLoader(View(), batch_size=16, num_workers=workers))
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            assert_same_batch(a, b)
+    with pytest.raises(TypeError, match="batch\\(indices\\)"):
+        GraphLoader(data, batch_size=4)
+
+
+def test_graphs_with_different_fields_are_refused(tmp_path):
+    data = graphs(4)
+    del data[2].rw_pe
+    with pytest.raises(StoreError, match="graph 2 has the fields"):
+        build(tmp_path / "s", data, chunk=10)
+
+
+def test_missing_or_foreign_store_is_a_clear_error(store, tmp_path):
+    with pytest.raises(StoreError, match="cannot read the store"):
+        GraphStore(tmp_path)
+    (tmp_path / "meta.json").write_text(json.dumps({"format": 99}))
+    with pytest.raises(StoreError, match="format 99"):
+        GraphStore(tmp_path)
+
+
+def test_a_failed_build_resumes_from_its_finished_chunks(tmp_path):
+    data = graphs(30, seed=1)
+    calls = []
+
+    def flaky(c):
+        calls.append(c)
+        if c == 2:
+            raise RuntimeError("killed")
+        return data[c * 7:(c + 1) * 7], np.arange(c * 7, min(30, (c + 1) * 7)), {}
+
+    with pytest.raises(RuntimeError, match="killed"):
+        build(tmp_path / "s", data, make=flaky)
+    assert not (tmp_path / "s").exists()  # no store that looks complete
+    assert sorted(p.name for p in (tmp_path / "s.chunks").glob("*.npz")) == ["000000.npz", "000001.npz"]
+    calls.clear()
+    st = build(tmp_path / "s", data, make=lambda c: flaky(c) if c != 2 else (
+        data[14:21], np.arange(14, 21), {}))
+    assert calls == [3, 4]  # chunks 0 and 1 were not redone (chunk 2 came from the replacement)
+    assert not (tmp_path / "s.chunks").exists()
+    assert_same_batch(st.batch(range(30)), Batch.from_data_list(data))
+
+
+def test_a_different_plan_does_not_reuse_chunks(tmp_path):
+    data = graphs(14)
+    build(tmp_path / "s", data)
+    (tmp_path / "s.chunks").mkdir()
+    (tmp_path / "s.chunks" / "plan.json").write_text(json.dumps({"test": 1}))
+    (tmp_path / "s.chunks" / "000000.npz").write_bytes(b"stale")
+    st = build(tmp_path / "s", data)  # the stale chunk of another plan is not read
+    assert_same_batch(st.batch(range(14)), Batch.from_data_list(data))
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from test_store import graphs
+    from gea_graph.data import build_store
+    data = graphs(40)
+    def slow(c):
+        if c >= 2:
+            time.sleep(30)  # killed here
+        return data[c * 10:(c + 1) * 10], np.arange(c * 10, (c + 1) * 10), {{}}
+    build_store(sys.argv[1], 4, slow, plan={{"test": 40}}, splits=lambda r, *_: {{"all": np.arange(len(r))}},
+                workers=1)
+""")
+
+
+def test_a_killed_build_process_leaves_no_store_and_resumes(tmp_path):
+    path = tmp_path / "s"
+    script = tmp_path / "kill.py"
+    script.write_text(KILL_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], env=env)
+    deadline = time.time() + 120
+    while len(list((tmp_path / "s.chunks").glob("*.npz"))) < 2 and time.time() < deadline:
+        assert proc.poll() is None, "the build ended before it could be killed"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not path.exists()
+    done = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "s.chunks").glob("*.npz")}
+    assert sorted(done) == ["000000.npz", "000001.npz"]
+    data = graphs(40)
+    calls = []
+
+    def fast(c):
+        calls.append(c)
+        return data[c * 10:(c + 1) * 10], np.arange(c * 10, (c + 1) * 10), {}
+
+    build_store(path, 4, fast, plan={"test": 40}, splits=lambda r, *_: {"all": np.arange(len(r))}, workers=1)
+    assert calls == [2, 3]
+    assert_same_batch(GraphStore(path).batch(range(40)), Batch.from_data_list(data))
+
+
+READER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from gea_graph.data import GraphStore
+    st = GraphStore(sys.argv[1])
+    total = sum(int(np.asarray(c).view(np.uint8).sum() % 7) for c in st.columns.values())  # touch every page
+    print("ready", flush=True)
+    sys.stdin.readline()
+""")
+
+
+def _shared_clean_kb(pid: int, name: str) -> int:
+    """Shared_Clean (pages also mapped by another process) of the mappings of file :obj:`name` in :obj:`pid`."""
+    total, inside = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line[:1] in "0123456789abcdef" and "-" in line.split()[0]:
+            inside = line.rstrip().endswith(name)
+        elif inside and line.startswith("Shared_Clean:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_two_processes_read_one_memory_mapped_copy(tmp_path):
+    big = [ShortestPathDistance(max_distance=30, max_path=8)(Data(
+        edge_index=torch.stack([torch.arange(59), torch.arange(1, 60)]), num_nodes=60)) for _ in range(200)]
+    st = build(tmp_path / "s", big, chunk=100)
+    column = Path(st.path) / st.fields["spd_path"]["file"]
+    size_kb = column.stat().st_size // 1024
+    assert size_kb > 2000
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    readers = [subprocess.Popen([sys.executable, "-c", READER, st.path], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    try:
+        for proc in readers:
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in readers:
+            # every page of the column is in both processes and counted as shared: one copy, not two
+            assert _shared_clean_kb(proc.pid, column.name) >= 0.9 * size_kb
+    finally:
+        for proc in readers:
+            proc.communicate("\n", timeout=60)
