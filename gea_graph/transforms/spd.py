@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 # Node pairs per call of :func:`shortest_paths_many` in :meth:`ShortestPathDistance.forward_many` (about 9,000
-# PCQM4Mv2 molecules): keeps the temporaries of one chunk near 100 MiB at ``max_path = 20``.
+# PCQM4Mv2 molecules): bounds one chunk's working arrays to a few hundred MiB at ``max_path = 20``.
 MAX_CHUNK_PAIRS = 1 << 21
 # Distances are computed in 16 bits at most; a graph this large would have over 4 * 10^9 pairs anyway.
 MAX_NODES = 65_000
@@ -65,6 +65,8 @@ class ShortestPathDistance(BaseTransform):
         """Applies the transform to many graphs at once (graphs are modified in place and returned), by
         :func:`shortest_paths_many` on chunks of about :data:`MAX_CHUNK_PAIRS` node pairs."""
         data_list = list(data_list)
+        if not data_list:
+            return data_list
         num_nodes = np.array([int(data.num_nodes) for data in data_list], dtype=np.int64)
         edges = [data.edge_index.numpy() if data.edge_index is not None else np.zeros((2, 0), np.int64)
                  for data in data_list]
@@ -73,7 +75,7 @@ class ShortestPathDistance(BaseTransform):
         # A chunk holds the graphs whose first pair falls in one MAX_CHUNK_PAIRS-long stretch.
         chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
         starts = np.flatnonzero(np.diff(chunk)) + 1
-        index_of_size: dict[int, torch.Tensor] = {}
+        index_of_size: dict[int, np.ndarray] = {}
         for lo, hi in zip(np.r_[0, starts], np.r_[starts, len(data_list)]):
             spd, path = shortest_paths_many(num_nodes[lo:hi], np.concatenate(edges[lo:hi], axis=1),
                                             num_edges[lo:hi], self.max_distance, self.max_path)
@@ -83,7 +85,7 @@ class ShortestPathDistance(BaseTransform):
                 if n not in index_of_size:
                     index_of_size[n] = _pair_index(n)
                 data = data_list[i]
-                data.spd_index = index_of_size[n].clone()
+                data.spd_index = torch.from_numpy(index_of_size[n].copy())
                 data.spd = torch.from_numpy(spd[begin:end].astype(np.int64))
                 data.spd_path = torch.from_numpy(path[begin:end].astype(np.int64))
         return data_list
@@ -93,13 +95,13 @@ class ShortestPathDistance(BaseTransform):
                 f"max_path={self.max_path})")
 
 
-def _pair_index(n: int) -> torch.Tensor:
-    """All ordered pairs ``(s, t)`` of ``n`` nodes, row-major, as ``[2, n * n]`` long."""
+def _pair_index(n: int) -> np.ndarray:
+    """All ordered pairs ``(s, t)`` of ``n`` nodes, row-major, as ``[2, n * n]`` int64."""
     nodes = np.arange(n, dtype=np.int64)
     index = np.empty((2, n, n), dtype=np.int64)
     index[0] = nodes[:, None]
     index[1] = nodes[None, :]
-    return torch.from_numpy(index.reshape(2, n * n))
+    return index.reshape(2, n * n)
 
 
 def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray,
@@ -128,7 +130,7 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     """
     num_nodes = np.asarray(num_nodes, dtype=np.int64).reshape(-1)
     num_edges = np.asarray(num_edges, dtype=np.int64).reshape(-1)
-    edge_index = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
+    edge_index = np.asarray(edge_index, dtype=np.int64)
     _check_graphs(num_nodes, edge_index, num_edges, max_distance, max_path)
     nbr, nbr_edge = neighbour_slots(edge_index, num_nodes, num_edges)
     dist, diameter = hop_distances(nbr, num_nodes)
@@ -159,6 +161,8 @@ def _check_graphs(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.n
     if max_distance < 1 or max_path < 0:
         raise ValueError(f"shortest paths need max_distance >= 1 and max_path >= 0, "
                          f"got max_distance={max_distance}, max_path={max_path}")
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
     if num_nodes.size != num_edges.size:
         raise ValueError(f"num_nodes and num_edges must have one entry per graph, got {num_nodes.size} "
                          f"and {num_edges.size}")

@@ -158,5 +158,8 @@ def test_bad_edge_ids_raise():
         shortest_paths_many(np.array([2, 3]), np.array([[0, 0], [1, 3]]), np.array([1, 1]), 5, 5)
     with pytest.raises(ValueError, match="num_edges sums to 3 but edge_index has 2 edges"):
         shortest_paths_many(np.array([2, 3]), np.array([[0, 0], [1, 1]]), np.array([1, 2]), 5, 5)
+    with pytest.raises(ValueError, match=r"edge_index must have shape \[2, E\], got \[3, 2\]"):
+        shortest_paths_many(np.array([3]), np.zeros((3, 2)), np.array([2]), 5, 5)
+    assert ShortestPathDistance(3).forward_many([]) == []
     with pytest.raises(ValueError, match=r"edge \[-1, 0\] of graph 0"):
         ShortestPathDistance(3)(Data(edge_index=torch.tensor([[-1], [0]]), num_nodes=2))
