@@ -75,17 +75,14 @@ class ShortestPathDistance(BaseTransform):
         # A chunk holds the graphs whose first pair falls in one MAX_CHUNK_PAIRS-long stretch.
         chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
         starts = np.flatnonzero(np.diff(chunk)) + 1
-        index_of_size: dict[int, np.ndarray] = {}
         for lo, hi in zip(np.r_[0, starts], np.r_[starts, len(data_list)]):
             spd, path = shortest_paths_many(num_nodes[lo:hi], np.concatenate(edges[lo:hi], axis=1),
                                             num_edges[lo:hi], self.max_distance, self.max_path)
             ends = np.cumsum(pairs[lo:hi])
             for i, end in zip(range(lo, hi), ends):
                 n, begin = int(num_nodes[i]), end - pairs[i]
-                if n not in index_of_size:
-                    index_of_size[n] = _pair_index(n)
                 data = data_list[i]
-                data.spd_index = torch.from_numpy(index_of_size[n].copy())
+                data.spd_index = _pair_index(n)
                 data.spd = torch.from_numpy(spd[begin:end].astype(np.int64))
                 data.spd_path = torch.from_numpy(path[begin:end].astype(np.int64))
         return data_list
@@ -95,13 +92,13 @@ class ShortestPathDistance(BaseTransform):
                 f"max_path={self.max_path})")
 
 
-def _pair_index(n: int) -> np.ndarray:
-    """All ordered pairs ``(s, t)`` of ``n`` nodes, row-major, as ``[2, n * n]`` int64."""
+def _pair_index(n: int) -> torch.Tensor:
+    """All ordered pairs ``(s, t)`` of ``n`` nodes, row-major, as ``[2, n * n]`` long."""
     nodes = np.arange(n, dtype=np.int64)
     index = np.empty((2, n, n), dtype=np.int64)
     index[0] = nodes[:, None]
     index[1] = nodes[None, :]
-    return index.reshape(2, n * n)
+    return torch.from_numpy(index.reshape(2, n * n))
 
 
 def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray,
@@ -234,21 +231,27 @@ def hop_distances(nbr: np.ndarray, num_nodes: np.ndarray) -> tuple[np.ndarray, i
     num_words = int(words.sum())
     word_node = np.repeat(np.arange(m), words)
     word_pos = np.arange(num_words) - word_off[word_node]
-    gather = word_off[nbr[word_node].T] + word_pos
-    ball = np.zeros(num_words, dtype=np.uint64)
-    ball[word_off + (local >> 6)] = np.left_shift(np.uint64(1), (local & 63).astype(np.uint64))
-    levels = [ball, ball | np.bitwise_or.reduce(ball[gather], axis=0)]
-    # Check for the fixed point every 4 levels, then drop the repeats: the first fixed level's
-    # radius is the largest finite distance.
+    gather = np.ascontiguousarray(word_off[nbr[word_node]].T + word_pos)  # [D, W]: OR-reduce over rows
+    # balls[r]: the balls of radius r (a diameter is below N_g; past 256 levels the stack grows by
+    # doubling, so that a big graph does not reserve N_g levels for a whole chunk). The fixed point
+    # is checked every 4 levels.
+    balls = np.empty((min(int(num_nodes.max(initial=0)), 256) + 6, num_words), dtype=np.uint64)
+    balls[0] = 0
+    balls[0, word_off + (local >> 6)] = np.left_shift(np.uint64(1), (local & 63).astype(np.uint64))
+    np.bitwise_or(balls[0], np.bitwise_or.reduce(balls[0][gather], axis=0), out=balls[1])
+    k = 1
     while True:
+        if k + 5 > len(balls):
+            balls = np.concatenate([balls, np.empty_like(balls)])
         for _ in range(4):
-            levels.append(np.bitwise_or.reduce(levels[-1][gather], axis=0))
-        if np.array_equal(levels[-1], levels[-5]):
+            np.bitwise_or.reduce(balls[k][gather], axis=0, out=balls[k + 1])
+            k += 1
+        if not (balls[k] != balls[k - 4]).any():
             break
-    while len(levels) > 1 and np.array_equal(levels[-2], levels[-1]):
-        levels.pop()
-    k = len(levels) - 1
-    balls = np.stack(levels)
+    # Drop the repeats: the radius of the first fixed level is the largest finite distance.
+    while k > 0 and not (balls[k - 1] != balls[k]).any():
+        k -= 1
+    balls = balls[:k + 1]
 
     # Binary digits of d - 1, read off XORs of strided ball stacks: over the radii r = 0, 2^j,
     # 2 * 2^j, ... <= k, t lies in ball r of u for floor(k / 2^j) - ceil(d / 2^j) + 1 of them, and
@@ -268,17 +271,33 @@ def hop_distances(nbr: np.ndarray, num_nodes: np.ndarray) -> tuple[np.ndarray, i
     # bit to place b without carrying into the next byte: 8 pairs per operation.
     bits = bits.reshape(num_bits, -1).view(np.uint64)
     # Bit b of node u's word w is the pair (u, 64 w + b), a pair of u's graph where 64 w + b < N_g;
-    # the kept bits, in order, are the pairs row-major, graph after graph.
-    keep = (word_pos << 6)[:, None] + np.arange(64) < size[word_node][:, None]
+    # the kept bits, in order, are the pairs row-major, graph after graph. (Where all graphs have
+    # one size, e.g. a single graph, that is a column slice.)
+    if _one_size(num_nodes):
+        def pairs_of(plane: np.ndarray) -> np.ndarray:
+            return plane.reshape(m, -1)[:, :num_nodes[0]]
+    else:
+        keep = (word_pos << 6)[:, None] + np.arange(64) < size[word_node][:, None]
+
+        def pairs_of(plane: np.ndarray) -> np.ndarray:
+            return plane.reshape(num_words, 64)[keep]
     planes = []
     for low in range(0, num_bits, 8):
         acc = bits[low].copy()
         for b in range(1, 8):
             acc |= bits[low + b] << np.uint64(b)
-        planes.append(acc.view(np.uint8).reshape(num_words, 64)[keep])
+        planes.append(pairs_of(acc.view(np.uint8)))
     if num_bits == 8:
-        return planes[0] + np.uint8(1), k
-    return (planes[0].astype(np.uint16) | (planes[1].astype(np.uint16) << 8)) + np.uint16(1), k
+        dist = planes[0] + np.uint8(1)
+    else:
+        dist = (planes[0].astype(np.uint16) | (planes[1].astype(np.uint16) << 8)) + np.uint16(1)
+    return dist.reshape(-1), k
+
+
+def _one_size(num_nodes: np.ndarray) -> bool:
+    """Whether all graphs have the same number of nodes (at least one): then the pairs form an
+    ``[M, N]`` matrix, and whole rows can be sliced and gathered."""
+    return num_nodes.size > 0 and num_nodes[0] > 0 and bool((num_nodes == num_nodes[0]).all())
 
 
 def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
@@ -290,21 +309,28 @@ def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
     m, width = nbr.shape
     size = np.repeat(num_nodes, num_nodes)
     local = np.arange(m) - np.repeat(np.cumsum(num_nodes) - num_nodes, num_nodes)
-    # Pair (u, t) lies at row[u] + t.
+    # Pair (u, t) lies at row[u] + t, so a step to v moves pair state p to p + row[v] - row[u];
+    # the last column (no step) stays put.
     row = np.repeat(np.cumsum(num_nodes * num_nodes) - num_nodes * num_nodes, num_nodes) + local * size
-    pair_node = np.repeat(np.arange(m), size)
-    pair_target = np.arange(dist.size) - row[pair_node]
-    # Column j: the row of slot j's neighbour; the last column stays on the node's own row.
-    to = np.concatenate([row[nbr], row[:, None]], axis=1)
-    to_cols = np.ascontiguousarray(to.T)
+    shift = np.zeros((m, width + 1), dtype=np.int64)
+    shift[:, :width] = row[nbr] - row[:, None]
+    shift_cols = np.ascontiguousarray(shift.T)
+    pairs = np.arange(dist.size)
     closer = dist - 1  # wraps 0 to the unreachable marker, which no neighbour's distance equals
     choice = np.full(dist.size, width, dtype=np.uint8 if width < 255 else np.int64)  # width: stay
-    for j in range(width - 1, -1, -1):
-        state = np.take(to_cols[j], pair_node)
-        state += pair_target
-        np.copyto(choice, j, where=np.take(dist, state) == closer)
-    pick = pair_node * (width + 1) + choice
-    step_to = np.take(to, pick, mode="clip")
-    step_to += pair_target
+    if _one_size(num_nodes):  # the pairs form an [M, N] matrix: gather whole rows (faster)
+        dist, closer, choice = (a.reshape(m, -1) for a in (dist, closer, choice))
+        for j in range(width - 1, -1, -1):
+            np.copyto(choice, j, where=dist[nbr[:, j]] == closer)
+        choice = choice.reshape(-1)
+    else:
+        for j in range(width - 1, -1, -1):
+            state = np.repeat(shift_cols[j], size)
+            state += pairs
+            np.copyto(choice, j, where=np.take(dist, state) == closer)
+    pick = np.repeat(np.arange(0, m * (width + 1), width + 1), size)
+    pick += choice
+    step_to = np.take(shift, pick, mode="clip")
+    step_to += pairs
     edge = np.concatenate([nbr_edge, np.full((m, 1), -1, dtype=nbr_edge.dtype)], axis=1)
     return step_to, np.take(edge, pick, mode="clip")
