@@ -94,6 +94,16 @@ def test_forward_many_matches_forward_and_the_rule_on_random_graphs(max_distance
         assert torch.equal(out.spd, spd) and torch.equal(out.spd_path, path)
 
 
+def test_forward_many_on_graphs_of_one_size():
+    # All graphs of one size take the row-slicing branch; mixed sizes (above) the masked one.
+    rng = np.random.default_rng(3)
+    graphs = [Data(edge_index=edges(rng.integers(0, 12, (2, 14))), num_nodes=12) for _ in range(6)]
+    transform = ShortestPathDistance(4, 6)
+    for data, out in zip(graphs, transform.forward_many([g.clone() for g in graphs])):
+        spd, path = reference(data, 4, 6)
+        assert torch.equal(out.spd, spd) and torch.equal(out.spd_path, path)
+
+
 def test_forward_many_in_many_chunks(monkeypatch):
     graphs = random_graphs(1)
     transform = ShortestPathDistance(5, 4)
