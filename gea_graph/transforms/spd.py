@@ -231,7 +231,8 @@ def hop_distances(nbr: np.ndarray, num_nodes: np.ndarray) -> tuple[np.ndarray, i
     num_words = int(words.sum())
     word_node = np.repeat(np.arange(m), words)
     word_pos = np.arange(num_words) - word_off[word_node]
-    gather = np.ascontiguousarray(word_off[nbr[word_node]].T + word_pos)  # [D, W]: OR-reduce over rows
+    # [D, words], contiguous: the OR-reduce runs over its rows.
+    gather = np.ascontiguousarray(word_off[nbr[word_node]].T + word_pos)
     # balls[r]: the balls of radius r (a diameter is below N_g; past 256 levels the stack grows by
     # doubling, so that a big graph does not reserve N_g levels for a whole chunk). The fixed point
     # is checked every 4 levels.
@@ -314,7 +315,6 @@ def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
     row = np.repeat(np.cumsum(num_nodes * num_nodes) - num_nodes * num_nodes, num_nodes) + local * size
     shift = np.zeros((m, width + 1), dtype=np.int64)
     shift[:, :width] = row[nbr] - row[:, None]
-    shift_cols = np.ascontiguousarray(shift.T)
     pairs = np.arange(dist.size)
     closer = dist - 1  # wraps 0 to the unreachable marker, which no neighbour's distance equals
     choice = np.full(dist.size, width, dtype=np.uint8 if width < 255 else np.int64)  # width: stay
@@ -324,6 +324,7 @@ def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
             np.copyto(choice, j, where=dist[nbr[:, j]] == closer)
         choice = choice.reshape(-1)
     else:
+        shift_cols = np.ascontiguousarray(shift.T)
         for j in range(width - 1, -1, -1):
             state = np.repeat(shift_cols[j], size)
             state += pairs
