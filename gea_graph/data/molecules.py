@@ -34,8 +34,8 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
-from gea_graph.data.store import build_store
-from gea_graph.transforms import apply_many
+from gea_graph.data.store import Columns, build_store
+from gea_graph.transforms import ShortestPathDistance, apply_many
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
 _NUMPY_SAFE_GLOBALS = [np.ndarray, np.dtype, np.dtypes.Int64DType, np.dtypes.Int32DType]
@@ -175,6 +175,8 @@ FEATURES: dict[str, Callable] = {
     "ogb": lambda mol, smiles: mol_arrays(mol),
     "bench": zinc_mol_arrays,
 }
+#: Columns of ``x`` and ``edge_attr`` of each featurisation.
+FEATURE_WIDTHS: dict[str, tuple[int, int]] = {"ogb": (9, 3), "bench": (1, 1)}
 
 
 def _check_features(features: str) -> None:
@@ -206,6 +208,51 @@ def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequenc
                            edge_attr=torch.from_numpy(edge_attr), y=y, smiles=smi, num_nodes=x.shape[0]))
         kept.append(row)
     return graphs, np.array(kept, dtype=np.int64), bad
+
+
+def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
+                     features: str = "ogb", shortest_paths: ShortestPathDistance | None = None
+                     ) -> tuple[Columns, np.ndarray, list[tuple[int, object]]]:
+    """What :func:`molecule_graphs` gives (and, with :obj:`shortest_paths`, that transform on each graph), as the
+    store's columns directly: no :class:`~torch_geometric.data.Data` per molecule. Returns ``(columns, kept,
+    bad)``; the store holds the same graphs either way (tested)."""
+    _check_features(features)
+    RDLogger.DisableLog("rdApp.*")
+    arrays = FEATURES[features]
+    targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
+    xs, edges, attrs, texts, kept, bad = [], [], [], [], [], []
+    for row in np.asarray(rows, dtype=np.int64).tolist():
+        smi = smiles[row]
+        mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
+        if mol is None:
+            bad.append((row, smi))
+            continue
+        x, edge_index, edge_attr = arrays(mol, smi)
+        xs.append(x)
+        edges.append(edge_index)
+        attrs.append(edge_attr)
+        texts.append(smi)
+        kept.append(row)
+    kept_rows = np.array(kept, dtype=np.int64)
+    num_nodes = np.array([x.shape[0] for x in xs], dtype=np.int64)
+    num_edges = np.array([e.shape[1] for e in edges], dtype=np.int64)
+    width = FEATURE_WIDTHS[features]
+    edge_index = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+    out = Columns(num_nodes)
+    out.add("x", np.concatenate(xs) if xs else np.zeros((0, width[0]), np.int64), num_nodes, torch.int64)
+    out.add("edge_index", edge_index.T, num_edges, torch.int64, cat_dim=1, inc=True)
+    out.add("edge_attr", np.concatenate(attrs) if attrs else np.zeros((0, width[1]), np.int64), num_edges,
+            torch.int64)
+    y = targets[kept_rows]
+    out.add("y", y[:, 0] if targets.shape[1] == 1 else y, np.ones(len(kept_rows), np.int64), torch.float32)
+    out.add_text("smiles", texts)
+    if shortest_paths is not None:
+        spd, path = shortest_paths.arrays_many(num_nodes, edge_index, num_edges)
+        pairs = num_nodes * num_nodes
+        out.add("spd", spd, pairs, torch.int64)
+        out.add("spd_path", path, pairs, torch.int64)
+        out.add_derived("spd_index")
+    return out, kept_rows, bad
 
 
 def _invalid_smiles_error(source: str, bad: Sequence[tuple[int, object]]) -> InvalidSmilesError:
@@ -299,8 +346,13 @@ class _MoleculeDataset(CachedDataset):
         num_chunks = max(1, -(-total // size))
         features, pre_filter, pre_transform = self.features, self.pre_filter, self.pre_transform
 
-        def chunk(c: int) -> tuple[list[Data], np.ndarray, dict[str, Any]]:
+        columnar = pre_filter is None and (pre_transform is None or isinstance(pre_transform, ShortestPathDistance))
+
+        def chunk(c: int) -> tuple[list[Data] | Columns, np.ndarray, dict[str, Any]]:
             rows = np.arange(c * size, min(total, (c + 1) * size))
+            if columnar:  # the common case (no PE, or Graphormer's paths): arrays straight into columns
+                columns, kept, bad = molecule_columns(src.smiles, src.targets, rows, features, pre_transform)
+                return columns, kept, {"bad": [[int(r), s if isinstance(s, str) else repr(s)] for r, s in bad]}
             graphs, kept, bad = molecule_graphs(src.smiles, src.targets, rows, features)
             if pre_filter is not None:
                 keep = [i for i, g in enumerate(graphs) if pre_filter(g)]

@@ -32,7 +32,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
@@ -93,20 +93,58 @@ _PAIRS = [np.stack(np.divmod(np.arange(n * n, dtype=np.int64), max(n, 1))) for n
 
 
 # -- one chunk of graphs as columns --------------------------------------------------------------------------------
-def graphs_to_columns(graphs: Sequence[Data]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-    """Concatenates graphs field by field: ``(arrays, fields)`` where ``arrays`` holds ``num_nodes`` ``[G]``, each
-    field's values ``<key>`` (concatenation dimension first) and its per-graph sizes ``<key>.count`` ``[G]``, and
-    ``fields`` describes each field (``kind`` tensor/text, ``cat_dim``, ``inc`` = offset by node counts when
-    batched, ``dtype`` (torch), ``shape`` (the other dimensions), ``low``/``high`` for integers).
+@dataclass
+class Columns:
+    """One chunk of graphs as columns: ``arrays`` holds ``num_nodes`` ``[G]``, each field's values ``<key>``
+    (concatenation dimension first) and its per-graph sizes ``<key>.count`` ``[G]``; ``fields`` describes each
+    field (``kind`` tensor/text/derived, ``cat_dim``, ``inc`` = offset by node counts when batched, ``dtype``
+    (torch), ``shape`` (the other dimensions), ``low``/``high`` for integers). Built by :func:`graphs_to_columns`
+    from :class:`~torch_geometric.data.Data` objects or by :meth:`add` directly from arrays."""
+
+    num_nodes: np.ndarray
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.num_nodes = np.asarray(self.num_nodes, dtype=np.int64)
+        self.arrays["num_nodes"] = self.num_nodes
+
+    def add(self, key: str, values: np.ndarray, counts: np.ndarray, dtype: torch.dtype, cat_dim: int = 0,
+            inc: bool = False) -> None:
+        """Field :obj:`key`: :obj:`values` with the concatenation dimension first (``[sum counts, ...]``), as a
+        graph holds it in dtype :obj:`dtype` along dimension :obj:`cat_dim`."""
+        values = np.asarray(values)
+        spec: dict[str, Any] = {"kind": "tensor", "cat_dim": cat_dim, "inc": inc, "dtype": str(dtype),
+                                "shape": list(values.shape[1:])}
+        if values.dtype.kind in "iu":
+            spec["low"] = int(values.min()) if values.size else 0
+            spec["high"] = int(values.max()) if values.size else 0
+        self.arrays[key] = values
+        self.arrays[f"{key}.count"] = np.asarray(counts, dtype=np.int64)
+        self.fields[key] = spec
+
+    def add_text(self, key: str, values: Sequence[str]) -> None:
+        encoded = [v.encode("utf-8") for v in values]
+        self.arrays[key] = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+        self.arrays[f"{key}.count"] = np.array([len(b) for b in encoded], dtype=np.int64)
+        self.fields[key] = {"kind": "text"}
+
+    def add_derived(self, key: str) -> None:
+        if key not in DERIVED:
+            raise StoreError(f"{key!r} is not a derived field; derived fields are {DERIVED}")
+        self.fields[key] = {"kind": "derived"}
+
+
+def graphs_to_columns(graphs: Sequence[Data]) -> Columns:
+    """Concatenates graphs field by field (see :class:`Columns`).
 
     Raises:
         StoreError: when graphs hold different fields, a field's other dimensions or dtype differ between graphs, or
             a value is neither a tensor nor a string.
     """
-    arrays: dict[str, np.ndarray] = {"num_nodes": np.array([int(g.num_nodes) for g in graphs], dtype=np.int64)}
-    fields: dict[str, dict[str, Any]] = {}
+    out = Columns(np.array([int(g.num_nodes) for g in graphs], dtype=np.int64))
     if not graphs:
-        return arrays, fields
+        return out
     keys = sorted(k for k in graphs[0].keys() if k != "num_nodes")  # noqa: SIM118 (iterating Data yields pairs)
     for i, g in enumerate(graphs):
         other = sorted(k for k in g.keys() if k != "num_nodes")  # noqa: SIM118
@@ -115,17 +153,14 @@ def graphs_to_columns(graphs: Sequence[Data]) -> tuple[dict[str, np.ndarray], di
                              f"hold the same fields")
     for key in keys:
         first = graphs[0][key]
-        if key in DERIVED and _is_all_pairs([g[key] for g in graphs], arrays["num_nodes"]):
-            fields[key] = {"kind": "derived"}
+        if key in DERIVED and _is_all_pairs([g[key] for g in graphs], out.num_nodes):
+            out.add_derived(key)
             continue
         if isinstance(first, str):
             values = [g[key] for g in graphs]
             if not all(isinstance(v, str) for v in values):
                 raise StoreError(f"field {key!r} holds a string in graph 0 but not in every graph")
-            encoded = [v.encode("utf-8") for v in values]
-            arrays[key] = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-            arrays[f"{key}.count"] = np.array([len(b) for b in encoded], dtype=np.int64)
-            fields[key] = {"kind": "text"}
+            out.add_text(key, values)
             continue
         if not isinstance(first, torch.Tensor):
             raise StoreError(f"field {key!r} is a {type(first).__name__}; a store holds tensors and strings only")
@@ -149,16 +184,8 @@ def graphs_to_columns(graphs: Sequence[Data]) -> tuple[dict[str, np.ndarray], di
         if len(shapes) > 1:
             raise StoreError(f"field {key!r}: its dimensions other than the concatenation dimension differ between "
                              f"graphs ({sorted(shapes)[:3]})")
-        values = np.concatenate(parts) if parts else np.zeros((0,), np.int64)
-        spec = {"kind": "tensor", "cat_dim": cat_dim, "inc": bool(key_is_index(inc)), "dtype": str(first.dtype),
-                "shape": list(parts[0].shape[1:])}
-        if values.dtype.kind in "iub" and values.dtype != np.bool_:
-            spec["low"] = int(values.min()) if values.size else 0
-            spec["high"] = int(values.max()) if values.size else 0
-        arrays[key] = values
-        arrays[f"{key}.count"] = counts
-        fields[key] = spec
-    return arrays, fields
+        out.add(key, np.concatenate(parts), counts, first.dtype, cat_dim, key_is_index(inc))
+    return out
 
 
 def _is_all_pairs(values: Sequence[Any], num_nodes: np.ndarray) -> bool:
@@ -174,7 +201,7 @@ def key_is_index(inc: Any) -> bool:
 
 
 # -- building ------------------------------------------------------------------------------------------------------
-ChunkFn = Callable[[int], tuple[list[Data], np.ndarray, dict[str, Any]]]
+ChunkFn = Callable[[int], tuple["list[Data] | Columns", np.ndarray, dict[str, Any]]]
 SplitFn = Callable[[np.ndarray, list[dict[str, Any]], list[int]], dict[str, np.ndarray]]
 _JOB: ChunkFn | None = None
 
@@ -182,10 +209,11 @@ _JOB: ChunkFn | None = None
 def _write_chunk(chunk_dir: str, index: int) -> dict[str, Any]:
     assert _JOB is not None
     graphs, rows, report = _JOB(index)
+    columns = graphs if isinstance(graphs, Columns) else graphs_to_columns(graphs)
     rows = np.asarray(rows, dtype=np.int64)
-    if len(rows) != len(graphs):
-        raise StoreError(f"chunk {index} returned {len(graphs)} graphs but {len(rows)} row numbers")
-    arrays, fields = graphs_to_columns(graphs)
+    if len(rows) != len(columns.num_nodes):
+        raise StoreError(f"chunk {index} returned {len(columns.num_nodes)} graphs but {len(rows)} row numbers")
+    arrays, fields = dict(columns.arrays), columns.fields
     arrays["__rows__"] = rows
     path = osp.join(chunk_dir, f"{index:06d}.npz")
     fd, tmp = tempfile.mkstemp(prefix=f".{index:06d}.npz.tmp-{os.getpid()}-", dir=chunk_dir)
@@ -208,7 +236,8 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
                 workers: int | None = None, desc: str = "build") -> list[dict[str, Any]]:
     r"""Builds the store at :obj:`path` from :obj:`num_chunks` chunks of graphs and returns the chunks' reports.
 
-    ``make_chunk(i)`` returns chunk ``i``'s graphs, their row numbers in the raw input (``[G_i]``, kept in the store
+    ``make_chunk(i)`` returns chunk ``i``'s graphs (a list of :class:`~torch_geometric.data.Data`, or
+    :class:`Columns`), their row numbers in the raw input (``[G_i]``, kept in the store
     as :attr:`GraphStore.rows`) and a small JSON-serialisable report. ``splits(rows, reports, counts)`` receives
     all rows, the reports and the number of graphs of each chunk and returns, per split name, the positions of the
     split's graphs in the store (in the split's order), saved beside the columns. Chunks run in :obj:`workers` forked processes (default ``$GEA_GRAPH_WORKERS``, else
@@ -225,7 +254,7 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     _clean_temporaries(osp.dirname(path))
     _clean_temporaries(chunk_dir)
     plan_path = osp.join(chunk_dir, "plan.json")
-    plan = {**plan, "num_chunks": num_chunks, "format": FORMAT_VERSION}
+    plan = json.loads(json.dumps({**plan, "num_chunks": num_chunks, "format": FORMAT_VERSION}))  # tuples -> lists
     if osp.exists(plan_path):
         with open(plan_path) as f:
             if json.load(f) != plan:  # other input or settings: nothing of that build can be reused
@@ -327,7 +356,9 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
                     positions.astype(smallest_int_dtype(0, int(positions.max(initial=0)))))
         levels: dict[str, np.ndarray] = {}
         meta_fields = {}
-        for key, spec in fields.items():
+        # Fields that name a level first ("edges", "pairs"), so that level names do not depend on field order.
+        for key in sorted(fields, key=lambda k: (k not in _LEVEL_NAMES, k)):
+            spec = fields[key]
             if spec["kind"] == "derived":
                 continue
             count = np.concatenate(counts[f"{key}.count"])
@@ -335,14 +366,15 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
             entry = {**spec, "level": level}
             if spec["kind"] == "text":
                 entry["file"] = f"{key}.bytes"
-                _copy_columns(files, key, osp.join(tmp, entry["file"]), np.uint8, (), raw=True)
+                _copy_columns(files, key, osp.join(tmp, entry["file"]), np.uint8, (), int(count.sum()), raw=True)
             else:
                 store_dtype = np.dtype(_numpy_dtype(spec))
                 if "low" in spec:
                     store_dtype = smallest_int_dtype(spec["low"], spec["high"])
                 entry["store_dtype"] = store_dtype.str
                 entry["file"] = f"{key}.npy"
-                _copy_columns(files, key, osp.join(tmp, entry["file"]), store_dtype, tuple(spec["shape"]))
+                _copy_columns(files, key, osp.join(tmp, entry["file"]), store_dtype, tuple(spec["shape"]),
+                              int(count.sum()))
             meta_fields[key] = entry
         for level, count in levels.items():
             ptr = np.zeros(len(count) + 1, dtype=np.int64)
@@ -365,6 +397,9 @@ def _numpy_dtype(spec: dict[str, Any]) -> np.dtype:
     return torch.empty(0, dtype=_torch_dtype(spec["dtype"])).numpy().dtype
 
 
+_LEVEL_NAMES = {"edge_index": "edges", "spd": "pairs"}
+
+
 def _level_of(key: str, count: np.ndarray, num_nodes: np.ndarray, levels: dict[str, np.ndarray]) -> str:
     """Name of the offsets a field shares with others of equal per-graph sizes: ``nodes`` for node-level fields,
     then the first field's name of each other size pattern (``edges`` for ``edge_index``)."""
@@ -374,20 +409,15 @@ def _level_of(key: str, count: np.ndarray, num_nodes: np.ndarray, levels: dict[s
     for name, known in levels.items():
         if np.array_equal(count, known):
             return name
-    name = {"edge_index": "edges", "spd": "pairs"}.get(key, key)
+    name = _LEVEL_NAMES.get(key, key)
     if np.all(count == 1):
         name = "graphs"
     levels[name] = count
     return name
 
 
-def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, shape: tuple[int, ...],
+def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, shape: tuple[int, ...], total: int,
                   raw: bool = False) -> None:
-    total = 0
-    for file in files:
-        with np.load(file) as z:
-            if key in z.files:
-                total += len(z[key])
     if raw:
         with open(out, "wb") as f:
             for file in files:
@@ -395,17 +425,21 @@ def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, sha
                     if key in z.files:
                         f.write(z[key].tobytes())
         return
-    column = np.lib.format.open_memmap(out, mode="w+", dtype=dtype, shape=(total, *shape))
+    # Streamed with write(), not through a writable memory map: the pages written never count as this process's
+    # memory, so a build's peak memory stays one chunk's worth however large the dataset.
     at = 0
-    for file in files:
-        with np.load(file) as z:
-            if key not in z.files:
-                continue
-            part = z[key]
-            column[at:at + len(part)] = part.astype(dtype, copy=False)
-            at += len(part)
-    column.flush()
-    del column
+    with open(out, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                 "fortran_order": False, "shape": (total, *shape)})
+        for file in files:
+            with np.load(file) as z:
+                if key not in z.files:
+                    continue
+                part = np.ascontiguousarray(z[key].astype(dtype, copy=False))
+                f.write(part.data)
+                at += len(part)
+    if at != total:
+        raise StoreError(f"field {key!r}: the chunks hold {at} rows, their counts say {total}")
 
 
 # -- reading -------------------------------------------------------------------------------------------------------

@@ -72,10 +72,7 @@ class ShortestPathDistance(BaseTransform):
                  for data in data_list]
         num_edges = np.array([ei.shape[1] for ei in edges], dtype=np.int64)
         pairs = num_nodes * num_nodes
-        # A chunk holds the graphs whose first pair falls in one MAX_CHUNK_PAIRS-long stretch.
-        chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
-        starts = np.flatnonzero(np.diff(chunk)) + 1
-        for lo, hi in zip(np.r_[0, starts], np.r_[starts, len(data_list)]):
+        for lo, hi in _pair_chunks(pairs):
             spd, path = shortest_paths_many(num_nodes[lo:hi], np.concatenate(edges[lo:hi], axis=1),
                                             num_edges[lo:hi], self.max_distance, self.max_path)
             ends = np.cumsum(pairs[lo:hi])
@@ -87,9 +84,36 @@ class ShortestPathDistance(BaseTransform):
                 data.spd_path = torch.from_numpy(path[begin:end].astype(np.int64))
         return data_list
 
+    def arrays_many(self, num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """The transform's ``spd`` and ``spd_path`` of many graphs given as concatenated arrays (see
+        :func:`shortest_paths_many`), in its compact dtypes, in chunks of about :data:`MAX_CHUNK_PAIRS` pairs:
+        what a dataset build stores without making a :class:`~torch_geometric.data.Data` per graph. ``spd_index``
+        follows from ``num_nodes``."""
+        num_nodes = np.asarray(num_nodes, dtype=np.int64).reshape(-1)
+        num_edges = np.asarray(num_edges, dtype=np.int64).reshape(-1)
+        edge_ptr = np.concatenate([[0], np.cumsum(num_edges)])
+        spds, paths = [], []
+        for lo, hi in _pair_chunks(num_nodes * num_nodes):
+            spd, path = shortest_paths_many(num_nodes[lo:hi], edge_index[:, edge_ptr[lo]:edge_ptr[hi]],
+                                            num_edges[lo:hi], self.max_distance, self.max_path)
+            spds.append(spd)
+            paths.append(path)
+        if not spds:
+            return np.zeros(0, np.uint8), np.zeros((0, self.max_path), np.int16)
+        return np.concatenate(spds), np.concatenate(paths)
+
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(max_distance={self.max_distance}, "
                 f"max_path={self.max_path})")
+
+
+def _pair_chunks(pairs: np.ndarray) -> list[tuple[int, int]]:
+    """``(lo, hi)`` ranges of graphs: a range holds the graphs whose first pair falls in one
+    :data:`MAX_CHUNK_PAIRS`-long stretch."""
+    chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
+    starts = np.flatnonzero(np.diff(chunk)) + 1
+    return list(zip(np.r_[0, starts].tolist(), np.r_[starts, len(pairs)].tolist())) if len(pairs) else []
 
 
 def _pair_index(n: int) -> torch.Tensor:

@@ -251,13 +251,14 @@ READER = textwrap.dedent("""
 """)
 
 
-def _shared_clean_kb(pid: int, name: str) -> int:
-    """Shared_Clean (pages also mapped by another process) of the mappings of file :obj:`name` in :obj:`pid`."""
+def _shared_kb(pid: int, name: str) -> int:
+    """Shared_Clean + Shared_Dirty (pages also mapped by another process; dirty while a fresh file is not yet written
+    back) of the mappings of file :obj:`name` in :obj:`pid`."""
     total, inside = 0, False
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
         if line[:1] in "0123456789abcdef" and "-" in line.split()[0]:
             inside = line.rstrip().endswith(name)
-        elif inside and line.startswith("Shared_Clean:"):
+        elif inside and line.startswith(("Shared_Clean:", "Shared_Dirty:")):
             total += int(line.split()[1])
     return total
 
@@ -278,7 +279,93 @@ def test_two_processes_read_one_memory_mapped_copy(tmp_path):
             assert proc.stdout.readline().strip() == "ready"
         for proc in readers:
             # every page of the column is in both processes and counted as shared: one copy, not two
-            assert _shared_clean_kb(proc.pid, column.name) >= 0.9 * size_kb
+            assert _shared_kb(proc.pid, column.name) >= 0.9 * size_kb
     finally:
         for proc in readers:
             proc.communicate("\n", timeout=60)
+
+
+# -- molecules: the columnar build path and a killed dataset build ----------------------------------------------------
+@pytest.fixture(scope="module")
+def pcqm_sample(mirror) -> tuple[list[str], np.ndarray]:
+    import pandas as pd
+    from rdkit import Chem
+
+    table = pd.read_csv(mirror / "pcqm4mv2-sample" / "pcqm4mv2-2k.csv")
+    smiles = [Chem.MolToSmiles(Chem.RemoveHs(Chem.MolFromSmiles(s))) for s in table["smiles"][:600]]
+    return smiles + ["not a smiles"], np.append(table["homo"].to_numpy(np.float32)[:600], np.nan)[:, None]
+
+
+@pytest.mark.parametrize("features", ["ogb", "bench"])
+@pytest.mark.parametrize("paths", [None, ShortestPathDistance(max_distance=20, max_path=5)])
+def test_molecule_columns_equal_the_graph_path(pcqm_sample, features, paths):
+    from gea_graph.data.molecules import molecule_columns, molecule_graphs
+    from gea_graph.data.store import graphs_to_columns
+
+    smiles, targets = pcqm_sample
+    if features == "bench":  # ZINC's vocabulary: only molecules inside it
+        smiles, targets = ["CC(=O)[O-]", "c1ccc2[nH]ccc2c1", "C[NH3+]", "x"], np.zeros((4, 2), np.float32)
+    rows = np.arange(len(smiles))
+    columns, kept, bad = molecule_columns(smiles, targets, rows, features, paths)
+    graphs, kept_ref, bad_ref = molecule_graphs(smiles, targets, rows, features)
+    reference = graphs_to_columns(paths.forward_many(graphs) if paths is not None else graphs)
+    assert np.array_equal(kept, kept_ref) and bad == bad_ref and bad[0][1] in ("not a smiles", "x")
+    assert columns.fields == reference.fields
+    assert columns.arrays.keys() == reference.arrays.keys()
+    for key, value in reference.arrays.items():
+        assert np.array_equal(columns.arrays[key], value), key
+
+
+def test_a_killed_pcqm4mv2_build_resumes_from_its_chunks(tmp_path, pcqm_sample, monkeypatch):
+    import pandas as pd
+
+    import gea_graph.data.store as store_module
+    from gea_graph.data import PCQM4Mv2
+
+    smiles, _ = pcqm_sample
+    folder = tmp_path / "pcqm4m-v2"
+    (folder / "raw").mkdir(parents=True)
+    n = 600
+    gap = np.arange(n, dtype=float)
+    pd.DataFrame({"idx": np.arange(n), "smiles": smiles[:n], "homolumogap": gap}).to_csv(
+        folder / "raw" / "data.csv.gz", index=False, compression="gzip")
+    split = {"train": np.arange(0, 500), "valid": np.arange(500, 550), "test-dev": np.arange(550, 575),
+             "test-challenge": np.arange(575, 600)}
+    torch.save(split, folder / "split_dict.pt")
+    script = textwrap.dedent("""
+        import sys, time
+        import gea_graph.data.store as store
+        original = store._write_chunk
+        def slow(chunk_dir, index):
+            if index >= 3:
+                time.sleep(60)  # killed here
+            return original(chunk_dir, index)
+        store._write_chunk = slow
+        from gea_graph.data import PCQM4Mv2
+        PCQM4Mv2(sys.argv[1], "train", pe="spd:20:paths=5")
+    """)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "GEA_GRAPH_CHUNK_ROWS": "100", "GEA_GRAPH_WORKERS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env)
+    chunks = lambda: sorted(p.name for p in tmp_path.rglob("store.chunks/*.npz"))  # noqa: E731
+    deadline = time.time() + 120
+    while len(chunks()) < 3 and time.time() < deadline:
+        assert proc.poll() is None, "the build ended before it could be killed"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert chunks() == ["000000.npz", "000001.npz", "000002.npz"]
+    assert not list(tmp_path.rglob("store/meta.json"))  # nothing that looks like a finished dataset
+    done = []
+    original = store_module._write_chunk
+    monkeypatch.setattr(store_module, "_write_chunk", lambda d, i: done.append(i) or original(d, i))
+    monkeypatch.setenv("GEA_GRAPH_CHUNK_ROWS", "100")
+    monkeypatch.setenv("GEA_GRAPH_WORKERS", "1")
+    resumed = PCQM4Mv2(tmp_path, "train", pe="spd:20:paths=5")
+    assert done == [3, 4, 5]
+    assert not list(tmp_path.rglob("*.tmp-*")) and not list(tmp_path.rglob("store.chunks"))
+    assert len(resumed) == 500 - sum(1 for s in smiles[:500] if s == "not a smiles")
+    assert torch.equal(resumed.y, torch.arange(500, dtype=torch.float32))
+    reference = ShortestPathDistance(20, 5)(resumed.get(7).clone())
+    assert torch.equal(resumed[7].spd_path, reference.spd_path)
