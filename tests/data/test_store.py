@@ -347,7 +347,7 @@ def test_a_killed_pcqm4mv2_build_resumes_from_its_chunks(tmp_path, pcqm_sample, 
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "GEA_GRAPH_CHUNK_ROWS": "100", "GEA_GRAPH_WORKERS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env)
-    chunks = lambda: sorted(p.name for p in tmp_path.rglob("store.chunks/*.npz"))  # noqa: E731
+    chunks = lambda: sorted(p.name for p in tmp_path.rglob("store.chunks/*.npz"))
     deadline = time.time() + 120
     while len(chunks()) < 3 and time.time() < deadline:
         assert proc.poll() is None, "the build ended before it could be killed"
