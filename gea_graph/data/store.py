@@ -591,9 +591,23 @@ class GraphStore:
             raise StoreError(f"the store {self.path} is incomplete ({err}); delete that folder to rebuild it") \
                 from None
         self.rows = _mapped(osp.join(self.path, "rows.npy"))
+        self._check()
         self.node_ptr = np.zeros(len(self.num_nodes) + 1, dtype=np.int64)
         np.cumsum(self.num_nodes, out=self.node_ptr[1:])
         self._numpy = {k: _numpy_dtype(f) for k, f in self.fields.items() if f["kind"] == "tensor"}
+
+    def _check(self) -> None:
+        """Every offset array spans every graph and ends at its column's length (a mismatch: a damaged store)."""
+        graphs = int(self.meta["num_graphs"])
+        problems = [f"{name} has {len(a)} entries" for name, a in (("num_nodes", self.num_nodes), ("rows", self.rows))
+                    if len(a) != graphs]
+        for key, f in self.fields.items():
+            ptr, column = self.ptr[f["level"]], self.columns[key]
+            if len(ptr) != graphs + 1 or int(ptr[-1]) != len(column):
+                problems.append(f"{key} has {len(column)} rows, its offsets say {int(ptr[-1]) if len(ptr) else 0}")
+        if problems:
+            raise StoreError(f"the store {self.path} is damaged ({'; '.join(problems)} for {graphs} graphs); delete "
+                             f"that folder to rebuild it")
 
     # A store pickles as its path: worker processes and DDP ranks map the files themselves.
     def __getstate__(self) -> dict[str, Any]:

@@ -165,6 +165,18 @@ def test_missing_or_foreign_store_is_a_clear_error(store, tmp_path):
         GraphStore(tmp_path)
 
 
+def test_a_damaged_column_is_a_clear_error(tmp_path):
+    st = build(tmp_path / "s", graphs(10))
+    column = Path(st.path) / "spd.npy"
+    data = column.read_bytes()
+    column.write_bytes(data[:-50])  # truncated
+    with pytest.raises(StoreError, match="incomplete|damaged"):
+        GraphStore(st.path)
+    np.save(column, np.zeros(3, np.uint8))  # a readable column of the wrong length
+    with pytest.raises(StoreError, match="damaged.*spd has 3 rows"):
+        GraphStore(st.path)
+
+
 def test_a_failed_build_resumes_from_its_finished_chunks(tmp_path):
     data = graphs(30, seed=1)
     calls = []
