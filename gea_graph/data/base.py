@@ -119,6 +119,16 @@ def cache_key(pre_transform: Callable | None, pre_filter: Callable | None = None
     return "pe-" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
+def file_stamps(paths: Sequence[str]) -> list[tuple[str, int, int]]:
+    """``(path, size, modification time)`` of existing files: what identifies a build's input in its plan (a
+    killed build resumes only on the same input)."""
+    return [(osp.abspath(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths if osp.isfile(p)]
+
+
+#: Graphs per chunk when a dataset's :meth:`CachedDataset.build` returns lists.
+_LIST_CHUNK = 50_000
+
+
 class CachedDataset(Dataset):
     r"""A PyG :class:`~torch_geometric.data.Dataset` over ``root/<folder>/raw`` and a memory-mapped
     :class:`~gea_graph.data.store.GraphStore` in ``root/<folder>/processed/<cache key>/store``, shared by every
@@ -230,10 +240,11 @@ class CachedDataset(Dataset):
         def chunk(c: int) -> tuple[list[Data], np.ndarray, dict[str, Any]]:
             split, start = parts[c]
             data_list = built[split][start:start + _LIST_CHUNK]
+            rows = np.arange(start, start + len(data_list))  # each graph's place in its split
             if self.pre_filter is not None:
-                data_list = [d for d in data_list if self.pre_filter(d)]
-            return (apply_many(self.pre_transform, data_list, desc=f"{self.folder} {split}"),
-                    np.zeros(len(data_list), np.int64), {"split": split})
+                keep = [i for i, d in enumerate(data_list) if self.pre_filter(d)]
+                data_list, rows = [data_list[i] for i in keep], rows[keep]
+            return apply_many(self.pre_transform, data_list, desc=f"{self.folder} {split}"), rows, {"split": split}
 
         def split_positions(rows: np.ndarray, reports: list[dict[str, Any]], counts: list[int]
                             ) -> dict[str, np.ndarray]:
@@ -243,8 +254,9 @@ class CachedDataset(Dataset):
                 out[report["split"]].append(np.arange(end - count, end, dtype=np.int64))
             return {split: np.concatenate(v) if v else np.zeros(0, np.int64) for split, v in out.items()}
 
-        build_store(self.store_dir, len(parts), chunk, plan={"dataset": self.folder}, workers=1,
-                    splits=split_positions, desc=f"{self.folder}: store")
+        plan = {"dataset": self.folder, "files": file_stamps(self.raw_paths), "key": osp.basename(self.processed_dir)}
+        build_store(self.store_dir, len(parts), chunk, plan=plan, workers=1, splits=split_positions,
+                    desc=f"{self.folder}: store")
 
     # A dataset pickles without its graphs (DataLoader workers started by spawn, DDP ranks): the copy maps the store.
     def __getstate__(self) -> dict[str, Any]:
@@ -297,6 +309,3 @@ class CachedDataset(Dataset):
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({len(self)})"
 
-
-#: Graphs per chunk when a dataset's :meth:`CachedDataset.build` returns lists.
-_LIST_CHUNK = 50_000

@@ -31,7 +31,7 @@ from rdkit import Chem, RDLogger
 from torch_geometric.data import Data
 
 from gea_graph.data import safe_pickle
-from gea_graph.data.base import CachedDataset
+from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
 from gea_graph.data.store import Columns, build_store
@@ -378,8 +378,7 @@ class _MoleculeDataset(CachedDataset):
                 out[split] = positions[positions >= 0]
             return out
 
-        files = [(osp.abspath(f), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in src.files]
-        plan = {"dataset": self.folder, "rows": total, "chunk_rows": size, "files": files,
+        plan = {"dataset": self.folder, "rows": total, "chunk_rows": size, "files": file_stamps(src.files),
                 "key": osp.basename(self.processed_dir)}
         build_store(self.store_dir, num_chunks, chunk, plan, split_positions, desc=f"{self.folder}: build")
 
