@@ -260,7 +260,7 @@ class CachedDataset(Dataset):
 
     # A dataset pickles without its graphs (DataLoader workers started by spawn, DDP ranks): the copy maps the store.
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("store", "positions")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("store", "positions", "_indices_array")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -275,8 +275,12 @@ class CachedDataset(Dataset):
 
     def _store_index(self, index: Sequence[int] | np.ndarray) -> np.ndarray:
         index = np.asarray(index, dtype=np.int64).reshape(-1)
-        if self._indices is not None:
-            index = np.asarray(self.indices(), dtype=np.int64)[index]
+        if self._indices is not None:  # a subset (dataset[...]): its indices as an array, converted once
+            cached = self.__dict__.get("_indices_array")
+            if cached is None or cached[0] is not self._indices:
+                cached = (self._indices, np.asarray(self._indices, dtype=np.int64))
+                self.__dict__["_indices_array"] = cached
+            index = cached[1][index]
         return np.asarray(self.positions[index], dtype=np.int64)
 
     def packed_batch(self, index: Sequence[int] | np.ndarray) -> PackedBatch | None:

@@ -381,3 +381,16 @@ def test_a_killed_pcqm4mv2_build_resumes_from_its_chunks(tmp_path, pcqm_sample, 
     assert torch.equal(resumed.y, torch.arange(500, dtype=torch.float32))
     reference = ShortestPathDistance(20, 5)(resumed.get(7).clone())
     assert torch.equal(resumed[7].spd_path, reference.spd_path)
+
+
+def test_subsets_of_a_dataset_batch_through_their_indices(tmp_path):
+    from gea_graph.data import MoleculeCSV
+
+    csv = tmp_path / "m.csv"
+    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i % 5 + 1)}O,{i}\n" for i in range(40)))
+    ds = MoleculeCSV(tmp_path, csv, "smiles", "t", split="train", pe="spd:4")
+    sub = ds[torch.tensor([5, 3, 20, 7])][1:3]
+    assert_same_batch(sub.batch([1, 0]), Batch.from_data_list([ds[20], ds[3]]))
+    assert torch.equal(sub.y, torch.stack([ds[3].y, ds[20].y]).view(-1))
+    again = pickle.loads(pickle.dumps(sub))  # a pickled subset maps the store again and keeps its indices
+    assert_same_batch(again.batch([0, 1]), sub.batch([0, 1]))
