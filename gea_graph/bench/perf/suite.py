@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gea_graph.bench.perf import compiled, layers, pipeline
+from gea_graph.bench.perf import compiled, layers, pipeline, scale
 from gea_graph.bench.perf.core import (
     Row,
     Settings,
@@ -32,6 +32,7 @@ def row_groups() -> dict[str, RowGroup]:
         "spd": pipeline.shortest_path_rows,
         "train": pipeline.throughput_rows,
         "compile": compiled.compile_rows,
+        "scale": scale.scale_rows,
     }
 
 
