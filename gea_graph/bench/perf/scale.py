@@ -111,7 +111,8 @@ def scale_rows(settings: Settings) -> list[Row]:
                 Target("<=", 0.25),
                 f"peak of the summed PSS of the process tree (sampled every {ours.interval_s} s; ours up to "
                 f"{ours.peak_processes} processes); peak RSS of the largest process: ours "
-                f"{_mib(ours.peak_rss_bytes):.0f} MiB, OGB {_mib(ogb.peak_rss_bytes):.0f} MiB"),
+                f"{_mib(ours.peak_rss_bytes):.0f} MiB, OGB {_mib(ogb.peak_rss_bytes):.0f} MiB; each process "
+                f"starts with a few hundred MiB of imports (torch, PyG), which dominate at few rows"),
             Row(f"{name} · bytes on disk", _mib(ours.disk_bytes), _mib(ogb.disk_bytes), "MiB", None,
                 "files under pcqm4m-v2/processed (ours: the store with the shortest paths; OGB: "
                 "geometric_data_processed.pt)"),
