@@ -3,6 +3,7 @@ keys. Wall-clock results are never asserted (they are noise on shared machines).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,19 @@ def test_throughput_reference_is_the_pyg_gps_peer(ogb: bool) -> None:
     assert isinstance(trainer.model, PyGGPS)
     trainer.run(2)
     assert trainer.graphs == 4
+
+
+def test_scale_group_rows(mirror: Path) -> None:
+    # The scale rows on a 300-molecule replica (builds in subprocesses, both loaders); no timing asserted.
+    pytest.importorskip("ogb")
+    rows = run_suite(Settings.tiny(), None, only=["scale"], log=lambda _: None)
+    build = "PCQM4Mv2 build (spd:20:paths=5), 300 rows"
+    loader = "GraphLoader graphs/s (batch 256, 2 workers, spd fields)"
+    assert [(row.name, row.unit) for row in rows] == [
+        (build, "s"), (f"{build} · peak memory", "MiB"), (f"{build} · bytes on disk", "MiB"),
+        (loader, "graphs/s"), (f"{loader} · absolute", "graphs/s")], [row.note for row in rows]
+    for row in rows:
+        assert math.isfinite(row.ours) and row.ours > 0, row
+        assert row.reference is None or (math.isfinite(row.reference) and row.reference > 0), row
+    assert rows[-1].reference is None and str(rows[-1].target) == "ours ≥ 10000"
+    assert "peak RSS of the largest process" in rows[1].note and "load average" in rows[3].note

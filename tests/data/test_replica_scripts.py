@@ -1,5 +1,6 @@
-"""``scripts/make_pcqm4mv2_replica.py`` (a PCQM4Mv2 replica in OGB's raw layout), ``scripts/ogb_pcqm4mv2_process.py``
-(OGB's own processing of it) and ``scripts/measure_build.py`` (wall time, tree PSS, peak RSS, disk, exit status)."""
+"""A PCQM4Mv2 replica in OGB's raw layout and OGB's own processing of it (:mod:`gea_graph.bench.replica`, front ends
+``scripts/make_pcqm4mv2_replica.py`` and ``scripts/ogb_pcqm4mv2_process.py``), and the measurement of a build (wall
+time, tree PSS, peak RSS, disk, exit status: :mod:`gea_graph.bench.measure`, front end ``scripts/measure_build.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pandas as pd
 import pytest
 import torch
 
+from gea_graph.bench import measure as measure_build
+from gea_graph.bench import replica
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
@@ -28,9 +32,12 @@ def _load(name: str):
 
 @pytest.fixture(scope="module")
 def replica_script():
-    module = _load("make_pcqm4mv2_replica")
-    module.read_sample = functools.lru_cache(module.read_sample)  # RDKit converts the 2k sample once per module
-    return module
+    """The package module, its ``read_sample`` cached while this test module runs (RDKit converts the 2k sample
+    once)."""
+    original = replica.read_sample
+    replica.read_sample = functools.lru_cache(original)
+    yield replica
+    replica.read_sample = original
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +113,14 @@ def test_our_loader_reads_the_replica(replica_2500, sample):
 
 
 def test_replica_refuses_bad_rows_and_stale_caches(replica_script, tmp_path):
-    with pytest.raises(SystemExit, match="--rows must be at least 4.*got 2"):
-        replica_script.main([str(tmp_path), "--rows", "2"])
+    script = _load("make_pcqm4mv2_replica")
+    with pytest.raises(SystemExit, match="rows must be at least 4.*got 2"):
+        script.main([str(tmp_path), "--rows", "2"])
     (tmp_path / "pcqm4m-v2" / "processed").mkdir(parents=True)
     with pytest.raises(FileExistsError, match="processed exists"):
         replica_script.make_replica(tmp_path, rows=10)
     with pytest.raises(SystemExit, match="no PCQM4Mv2 sample at"):
-        replica_script.main([str(tmp_path / "other"), "--rows", "10", "--sample", str(tmp_path / "missing.csv")])
+        script.main([str(tmp_path / "other"), "--rows", "10", "--sample", str(tmp_path / "missing.csv")])
 
 
 def test_ogb_processes_the_replica_as_we_do(mirror, replica_script, tmp_path):
@@ -120,7 +128,7 @@ def test_ogb_processes_the_replica_as_we_do(mirror, replica_script, tmp_path):
     from gea_graph.data import PCQM4Mv2
 
     summary = replica_script.make_replica(tmp_path, rows=300)
-    ogb, split = _load("ogb_pcqm4mv2_process").ogb_pcqm4mv2(tmp_path)
+    ogb, split = replica_script.ogb_pcqm4mv2(tmp_path)
     assert len(ogb) == 300
     assert {name: len(index) for name, index in split.items()} == summary["splits"]
     assert torch.isnan(ogb.y[split["test-dev"]]).all() and not torch.isnan(ogb.y[split["valid"]]).any()
@@ -129,6 +137,14 @@ def test_ogb_processes_the_replica_as_we_do(mirror, replica_script, tmp_path):
         for k, row in enumerate(split[ogb_split].tolist()):
             for key in ("x", "edge_index", "edge_attr"):
                 assert torch.equal(ours[k][key], ogb[row][key]), (ours_split, k, key)
+
+
+def test_ogb_script_front_end(mirror, replica_script, tmp_path, capsys):
+    pytest.importorskip("ogb")
+    replica_script.make_replica(tmp_path, rows=40)
+    _load("ogb_pcqm4mv2_process").main([str(tmp_path)])
+    assert "OGB PygPCQM4Mv2Dataset: 40 graphs (train " in capsys.readouterr().out
+    assert (tmp_path / "pcqm4m-v2" / "processed" / "geometric_data_processed.pt").is_file()
 
 
 # -- measure_build -----------------------------------------------------------------------------------------------
@@ -166,7 +182,6 @@ def test_measure_build_sums_the_tree_and_propagates_the_exit_status(tmp_path):
 
 
 def test_measure_build_counts_disk_and_kills(tmp_path):
-    measure_build = _load("measure_build")
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "x").write_bytes(b"1" * 10)
     (tmp_path / "a" / "b" / "y").write_bytes(b"2" * 5)
@@ -178,3 +193,15 @@ def test_measure_build_counts_disk_and_kills(tmp_path):
     assert killed.exit_status == -9 and killed.disk_bytes == 15
     with pytest.raises(ValueError, match="interval must be positive, got 0"):
         measure_build.measure("k", ["true"], tmp_path, interval=0)
+
+
+def test_measure_leaves_out_children_started_before(tmp_path):
+    # A child of this process holding 100 MiB is not part of the measured command's tree.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; held = b'h' * (100 << 20); time.sleep(30)"])
+    try:
+        result = measure_build.measure("alone", ["sleep", "0.3"], tmp_path, interval=0.05)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_status == 0 and result.peak_processes == 1
+    assert result.peak_pss_bytes < 50e6

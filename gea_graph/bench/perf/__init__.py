@@ -18,10 +18,29 @@ Measurement method
   one extra step under :class:`torch.profiler.profile` with ``profile_memory=True``; the allocator
   events (``[memory]``, signed byte counts) are sorted by time and the running sum's maximum is the
   peak. Both count tensor storage only (no Python or allocator caching overhead).
+* **Builds at scale** (the opt-in ``scale`` group, ``gea-graph perf --only scale``;
+  :mod:`~gea_graph.bench.perf.scale`). A fresh PCQM4Mv2 replica (:mod:`gea_graph.bench.replica`: the
+  mirrored 2k sample repeated to ``scale_rows`` molecules, 20,000 with ``--quick``, else 100,000, in
+  OGB's raw layout and split sizes) is written to a temporary folder and copied to a second root.
+  Each build runs in a *subprocess* under :func:`gea_graph.bench.measure.measure`: ours is
+  ``PCQM4Mv2(root, "train", pe="spd:20:paths=5")`` (every split, shortest paths included, in forked
+  workers), the reference OGB's own ``PygPCQM4Mv2Dataset`` processing of the other root (one process,
+  featurisation only). Rows: wall seconds (target ratio ≤ 0.5); peak memory as the maximum over
+  time of the **sum of PSS over the process tree** (sampled every 0.1 s; PSS counts pages shared
+  among our forked workers once; target ratio ≤ 0.25; the note gives the peak RSS of the largest
+  single process); bytes of the processed folder (informational). Both subprocesses pay the
+  interpreter's start and imports (seconds, and a few hundred MiB per process), which weigh more
+  the fewer the rows. Then our :class:`~gea_graph.data.GraphLoader` and PyG's
+  :class:`~torch_geometric.loader.DataLoader` (graph by graph) read our built train split in this
+  process (batch 256, shuffled, 2 workers, the shortest-path fields): graphs per second over
+  ``ceil(1.5 x batches per epoch)`` batches after a warm-up batch, one side after the other
+  (ratio informational), and ours against the absolute target of 10,000 graphs/s. Notes give the
+  load average.
 
 Modules, each depending only on those before it: :mod:`~gea_graph.bench.perf.core` (rows, settings,
 measurement, reports), :mod:`~gea_graph.bench.perf.data` (the inputs), :mod:`~gea_graph.bench.perf.layers`,
-:mod:`~gea_graph.bench.perf.throughput`, :mod:`~gea_graph.bench.perf.pipeline` (the row builders) and
+:mod:`~gea_graph.bench.perf.throughput`, :mod:`~gea_graph.bench.perf.pipeline`,
+:mod:`~gea_graph.bench.perf.compiled`, :mod:`~gea_graph.bench.perf.scale` (the row builders) and
 :mod:`~gea_graph.bench.perf.suite` (the groups and :func:`~gea_graph.bench.perf.suite.run_suite`). This
 package is apart from the recipe x seed benchmark (:mod:`gea_graph.bench.runner`, ``gea-graph bench``).
 """

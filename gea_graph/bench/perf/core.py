@@ -1,7 +1,8 @@
 r"""What every row builder of the perf suite shares: the row type and its targets, the settings, the measurement
 helpers (interleaved medians, peak memory; the method is described in :mod:`gea_graph.bench.perf`) and the report
-writers. The rows are built by :mod:`~gea_graph.bench.perf.layers`, :mod:`~gea_graph.bench.perf.pipeline` and
-:mod:`~gea_graph.bench.perf.throughput` and run by :mod:`~gea_graph.bench.perf.suite`.
+writers. The rows are built by :mod:`~gea_graph.bench.perf.layers`, :mod:`~gea_graph.bench.perf.pipeline`,
+:mod:`~gea_graph.bench.perf.throughput`, :mod:`~gea_graph.bench.perf.compiled` and :mod:`~gea_graph.bench.perf.scale`
+and run by :mod:`~gea_graph.bench.perf.suite`.
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ class Settings:
     throughput row; ``spd_graphs`` Peptides-func graphs for the shortest-path row; ``agf_sizes``
     the node counts of the AGF scaling rows; ``layer_datasets`` the mini-batches of the layer rows
     (the quick mode keeps ZINC only: a dense Peptides-func batch is 64 × ~440 nodes, and its rows
-    alone would take the quick run past its 3-minute budget on 2 cores).
+    alone would take the quick run past its 3-minute budget on 2 cores); ``scale_rows`` the
+    molecules of the PCQM4Mv2 replica of the ``scale`` rows (:mod:`~gea_graph.bench.perf.scale`).
     """
 
     device: torch.device
@@ -100,20 +102,21 @@ class Settings:
     #: The :func:`torch.compile` backend of the compiled-vs-eager rows (the tiny test setting uses ``"aot_eager"``,
     #: which needs no C++ build).
     compile_backend: str = "inductor"
+    scale_rows: int = 100_000
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> Settings:
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
             return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
-                       layer_datasets=("ZINC",))
+                       layer_datasets=("ZINC",), scale_rows=20_000)
         return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 
     @classmethod
     def tiny(cls, device: torch.device | None = None) -> Settings:
         """Smallest settings that still exercise every code path (for the smoke test)."""
         return cls(device or torch.device("cpu"), True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
-                   agf_sizes=(16, 32, 64), compile_backend="aot_eager")
+                   agf_sizes=(16, 32, 64), compile_backend="aot_eager", scale_rows=300)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gea_graph.bench.perf import compiled, layers, pipeline
+from gea_graph.bench.perf import compiled, layers, pipeline, scale
 from gea_graph.bench.perf.core import (
     Row,
     Settings,
@@ -32,12 +32,14 @@ def row_groups() -> dict[str, RowGroup]:
         "spd": pipeline.shortest_path_rows,
         "train": pipeline.throughput_rows,
         "compile": compiled.compile_rows,
+        "scale": scale.scale_rows,
     }
 
 
-#: Groups that run only when named in ``only`` (``gea-graph perf --only compile``): compiling takes minutes on
-#: CPU, which would take ``--quick`` past its budget.
-OPT_IN_GROUPS = ("compile", )
+#: Groups that run only when named in ``only`` (``gea-graph perf --only compile scale``), which would take ``--quick``
+#: past its budget: compiling takes minutes on CPU; the scale rows' two builds and loaders about a minute at the quick
+#: size on 2 shared cores.
+OPT_IN_GROUPS = ("compile", "scale")
 
 
 def run_suite(settings: Settings, out_dir: Path | None = None,
