@@ -1,7 +1,13 @@
 r"""Writes docs/results.md (and its pictures in docs/results/) from ``gea-graph bench`` output folders. Never edit
 the page by hand: rerun this script.
 
-    python scripts/make_results.py runs/zinc-cpu-10min runs/peptides-func-cpu-30min runs/tree-depth-cpu
+    python scripts/make_results.py docs/results/runs/zinc-cpu-10min docs/results/runs/peptides-func-cpu-30min \
+        docs/results/runs/tree-depth-cpu
+
+The CPU suites write into ``docs/results/runs/<suite>`` (``gea-graph bench --suite S --out docs/results/runs/S``),
+whose small files (``bench.json``, ``results.csv``, each run's ``recipe.yaml``, ``metrics.csv``, ``result.json``,
+``train.log``; not the checkpoints) are committed: a suite of several hours is measured over several sessions, and
+each one resumes it (finished runs are skipped) and rewrites the page from everything measured so far.
 
 Each folder is read through its ``bench.json`` (the command, jobs, threads, cap, machine, dates and load average the
 runner recorded), its ``results.csv`` and every run's ``recipe.yaml`` and ``result.json``. A folder made by one of
@@ -64,6 +70,9 @@ class QueueItem:
     out: str
     expected: str
 
+
+#: Where the CPU suites' bench outputs are kept (committed, without checkpoints; see the module docstring).
+RUNS = "docs/results/runs"
 
 #: The paper suites to run whenever a GPU is available, first things first.
 GPU_QUEUE = (
@@ -289,14 +298,14 @@ def page(benches: list[Bench], out: Path) -> str:
         "PyG's classes with PyG's example settings)."), "",
         "This page was written by (the folders are `gea-graph bench` outputs; those not given yet read \"not yet measured\"):", "", "```",
         "python scripts/make_results.py " + (" ".join(_rel(b.path, out) for b in benches)
-                                             or " ".join(f"runs/{s.suite}" for s in SECTIONS)), "```", "",
+                                             or " ".join(f"{RUNS}/{s.suite}" for s in SECTIONS)), "```", "",
     ]
     for section in SECTIONS:
         bench = by_suite.pop(section.suite, None)
         if bench is None:
             lines += [f"## {section.title}", "", section.intro, "",
-                      (f"Not yet measured. Run `gea-graph bench --suite {section.suite}`, then "
-                      f"`python scripts/make_results.py runs/{section.suite} ...`."), ""]
+                      (f"Not yet measured. Run `gea-graph bench --suite {section.suite} --out {RUNS}/{section.suite}`, "
+                      f"then `python scripts/make_results.py {RUNS}/{section.suite} ...`."), ""]
         else:
             lines += bench_section(bench, section.title, section.intro, section.plots, out,
                                    goals=section.suite == "zinc-cpu-10min")
