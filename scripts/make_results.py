@@ -5,9 +5,9 @@ the page by hand: rerun this script.
         docs/results/runs/tree-depth-cpu
 
 The CPU suites write into ``docs/results/runs/<suite>`` (``gea-graph bench --suite S --out docs/results/runs/S``),
-whose small files (``bench.json``, ``results.csv``, each run's ``recipe.yaml``, ``metrics.csv``, ``result.json``,
-``train.log``; not the checkpoints) are committed: a suite of several hours is measured over several sessions, and
-each one resumes it (finished runs are skipped) and rewrites the page from everything measured so far.
+whose small files (``bench.json``, ``results.csv``, each run's ``recipe.yaml``, ``metrics.csv``, ``result.json``;
+not the checkpoints, nor the logs, which name local paths) are committed: a suite of several hours is measured over
+several sessions, each one resuming it (finished runs are skipped) and rewriting the page from all measured so far.
 
 Each folder is read through its ``bench.json`` (the command, jobs, threads, cap, machine, dates and load average the
 runner recorded), its ``results.csv`` and every run's ``recipe.yaml`` and ``result.json``. A folder made by one of

@@ -19,7 +19,7 @@ import os.path as osp
 import re
 import warnings
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -191,23 +191,35 @@ def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequenc
 
     Returns ``(graphs, kept, bad)``: the graphs of the rows RDKit parses, their row numbers ``[G]``, and
     ``(row, SMILES)`` of the rows it cannot parse. One process; datasets run it on chunks in parallel."""
-    _check_features(features)
-    RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
-    arrays = FEATURES[features]
     targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
     graphs, kept, bad = [], [], []
-    for row in np.asarray(rows, dtype=np.int64).tolist():
-        smi = smiles[row]
-        mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
-        if mol is None:
-            bad.append((row, smi))
-            continue
-        x, edge_index, edge_attr = arrays(mol, smi)
+    for row, smi, arrays in _featurized(smiles, rows, features, bad):
+        x, edge_index, edge_attr = arrays
         y = torch.from_numpy(targets[row].copy() if targets.shape[1] == 1 else targets[row:row + 1].copy())
         graphs.append(Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
                            edge_attr=torch.from_numpy(edge_attr), y=y, smiles=smi, num_nodes=x.shape[0]))
         kept.append(row)
     return graphs, np.array(kept, dtype=np.int64), bad
+
+
+def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, features: str,
+                bad: list[tuple[int, object]]) -> Iterator[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """``(row, SMILES, (x, edge_index, edge_attr))`` of the rows RDKit parses, featurised by :obj:`features`; the
+    ``(row, SMILES)`` of the others are appended to :obj:`bad`."""
+    _check_features(features)  # now, not at the first row
+    RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
+    arrays = FEATURES[features]
+
+    def parse() -> Iterator[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        for row in np.asarray(rows, dtype=np.int64).tolist():
+            smi = smiles[row]
+            mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
+            if mol is None:
+                bad.append((row, smi))
+                continue
+            yield row, smi, arrays(mol, smi)
+
+    return parse()
 
 
 def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
@@ -216,18 +228,9 @@ def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequen
     """What :func:`molecule_graphs` gives (and, with :obj:`shortest_paths`, that transform on each graph), as the
     store's columns directly: no :class:`~torch_geometric.data.Data` per molecule. Returns ``(columns, kept,
     bad)``; the store holds the same graphs either way (tested)."""
-    _check_features(features)
-    RDLogger.DisableLog("rdApp.*")
-    arrays = FEATURES[features]
     targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
     xs, edges, attrs, texts, kept, bad = [], [], [], [], [], []
-    for row in np.asarray(rows, dtype=np.int64).tolist():
-        smi = smiles[row]
-        mol = Chem.MolFromSmiles(smi) if isinstance(smi, str) else None
-        if mol is None:
-            bad.append((row, smi))
-            continue
-        x, edge_index, edge_attr = arrays(mol, smi)
+    for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad):
         xs.append(x)
         edges.append(edge_index)
         attrs.append(edge_attr)
