@@ -42,6 +42,7 @@ from torch_geometric.data import Batch, Data
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike
+from gea_graph.data.files import _pid_alive, clean_stale_temporaries, exclusive_temporary
 
 FORMAT_VERSION = 1
 META = "meta.json"
@@ -215,16 +216,9 @@ def _write_chunk(chunk_dir: str, index: int) -> dict[str, Any]:
         raise StoreError(f"chunk {index} returned {len(columns.num_nodes)} graphs but {len(rows)} row numbers")
     arrays, fields = dict(columns.arrays), columns.fields
     arrays["__rows__"] = rows
-    path = osp.join(chunk_dir, f"{index:06d}.npz")
-    fd, tmp = tempfile.mkstemp(prefix=f".{index:06d}.npz.tmp-{os.getpid()}-", dir=chunk_dir)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, __fields__=np.frombuffer(json.dumps(fields).encode(), dtype=np.uint8),
-                     __report__=np.frombuffer(json.dumps(report).encode(), dtype=np.uint8), **arrays)
-        os.replace(tmp, path)
-    finally:
-        if osp.lexists(tmp):
-            os.unlink(tmp)
+    with exclusive_temporary(osp.join(chunk_dir, f"{index:06d}.npz")) as tmp, open(tmp, "wb") as f:
+        np.savez(f, __fields__=np.frombuffer(json.dumps(fields).encode(), dtype=np.uint8),
+                 __report__=np.frombuffer(json.dumps(report).encode(), dtype=np.uint8), **arrays)
     return report
 
 
@@ -285,32 +279,20 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
 
 
 def _write_text(path: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{osp.basename(path)}.tmp-{os.getpid()}-", dir=osp.dirname(path))
-    with os.fdopen(fd, "w") as f:
+    with exclusive_temporary(path) as tmp, open(tmp, "w") as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def _clean_temporaries(folder: str) -> None:
-    from gea_graph.data.files import clean_stale_temporaries
-
+    """Removes the temporary files (:func:`~gea_graph.data.files.clean_stale_temporaries`) and temporary store
+    folders of killed builds in :obj:`folder`."""
     clean_stale_temporaries(folder)
     for name in os.listdir(folder) if osp.isdir(folder) else ():
         full = osp.join(folder, name)
         if ".store.tmp-" in name and osp.isdir(full):
             pid = name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
-            if not pid.isdigit() or not _alive(int(pid)):
+            if not pid.isdigit() or int(pid) == os.getpid() or not _pid_alive(int(pid)):
                 shutil.rmtree(full, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != os.getpid()
 
 
 def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[dict[str, Any]]:
