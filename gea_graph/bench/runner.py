@@ -20,16 +20,19 @@ Outputs in ``DIR``:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -194,7 +197,8 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
         prepare_data([run for _, run in queue], log)
     active: list[tuple[str, BenchRun, subprocess.Popen, object]] = []
     last_sample = -math.inf
-    try:
+    with _sigterm_as_exit(), contextlib.ExitStack() as stack:
+        stack.callback(_stop, active, session, info, out)
         while queue or active:
             while queue and len(active) < jobs:
                 tag, run = queue.popleft()
@@ -219,17 +223,40 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                     log(f"{tag}: FAILED (exit code {proc.returncode}); {see}")
                 else:
                     log(f"{tag}: done")
-    finally:
-        for _, _, proc, sink in active:  # interrupted: stop the runs (they resume from last.ckpt next time)
-            proc.terminate()
-            proc.wait()
-            if sink is not None:
-                sink.close()
-        session["end"] = _now()
-        session["load_average"].append(round(os.getloadavg()[0], 2))
-        _write_json(out / BENCH_FILE, info)
     write_reports(runs, out)
     return runs
+
+
+def _stop(active: list, session: dict, info: dict, out: Path) -> None:
+    r"""Ends an invocation, finished or interrupted: stops the runs still training (they resume from ``last.ckpt``
+    next time) and records the invocation's end and last load average in ``bench.json``."""
+    for _, _, proc, sink in active:
+        proc.terminate()
+        proc.wait()
+        if sink is not None:
+            sink.close()
+    session["end"] = _now()
+    session["load_average"].append(round(os.getloadavg()[0], 2))
+    _write_json(out / BENCH_FILE, info)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    r"""Turns SIGTERM (``kill``, a job scheduler's stop) into :class:`SystemExit` while the bench runs, so that its
+    runs are stopped and ``bench.json`` records the invocation's end, as after Ctrl-C; the default handler would
+    kill the bench without either. Only the main thread can set a handler; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # -- reports --------------------------------------------------------------------------------------------------------

@@ -1,6 +1,10 @@
 """``gea-graph bench``: runs recipe x seed, writes results.csv / results.md / curves.png, skips complete runs."""
 import csv
 import json
+import os
+import signal
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -125,3 +129,29 @@ def test_extra_metrics_reach_csv_and_markdown(tmp_path):
     with open(tmp_path / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[-2:] == ["test_hits@1", "test_mrr_filtered"] and float(rows[1]["test_hits@1"]) == 0.3
+
+
+def test_sigterm_stops_the_runs_and_records_the_invocation_end(tmp_path, monkeypatch):
+    # `kill` of a bench (a job scheduler's stop) must end it as Ctrl-C does: its training processes stopped and
+    # bench.json holding the invocation's end and load average; SIGTERM's default action would skip both.
+    recipe = tmp_path / "tiny-fake.yaml"
+    recipe.write_text(yaml.safe_dump(FAKE))
+    out = tmp_path / "bench"
+    monkeypatch.setattr(runner, "train_command", lambda *args: [sys.executable, "-c", "import time; time.sleep(60)"])
+    popen, procs = runner.subprocess.Popen, []
+
+    def start_then_kill(*args, **kwargs):  # the bench receives SIGTERM while its runs are training
+        procs.append(popen(*args, **kwargs))
+        if len(procs) == 1:
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        return procs[-1]
+
+    monkeypatch.setattr(runner.subprocess, "Popen", start_then_kill)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exc:
+        runner.run_bench([str(recipe)], out, seeds=[0, 1], jobs=2, log=lambda line: None, poll=0.05)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert procs and all(proc.poll() is not None for proc in procs)  # no training process left
+    session = json.loads((out / runner.BENCH_FILE).read_text())["invocations"][-1]
+    assert session["end"] is not None and session["load_average"]
+    assert signal.getsignal(signal.SIGTERM) is before  # the bench's handler is gone again
