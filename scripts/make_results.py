@@ -240,7 +240,7 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         (f"- runs at a time: {info.get('jobs')}; torch threads per run: {info.get('threads') or 'default'}; "
         f"cap per run: {info.get('max_time_min') or 'none'} min"),
         (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
-        f"{machine.get('torch_geometric')}, gea-graph commit {machine.get('commit') or 'unknown'}"),
+        f"{machine.get('torch_geometric')}, gea-graph {_commits(sessions, machine)}"),
         f"- dates: {dates} ({len(sessions)} invocation{'s' if len(sessions) != 1 else ''})",
     ]
     if loads:
@@ -249,6 +249,14 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         lines.append(f"- load average (1 min, sampled each minute): mean {sum(loads) / len(loads):.1f}, max "
                      f"{max(loads):.1f} on {cores} cores ({note}; times under a time cap depend on it)")
     return lines + [""]
+
+
+def _commits(sessions: list[dict], machine: dict) -> str:
+    r"""The commits a bench ran on: each invocation's (a resumed bench may span several), else the last one's."""
+    commits = list(dict.fromkeys(s["commit"] for s in sessions if s.get("commit"))) or [machine.get("commit")]
+    if commits == [None]:
+        return "commit unknown"
+    return f"commit{'s' if len(commits) > 1 else ''} {', '.join(str(c) for c in commits)}"
 
 
 def _rel(path: Path, page: Path) -> str:

@@ -10,7 +10,7 @@ parallel bench gives the results of a sequential one.
 Outputs in ``DIR``:
 
 - ``bench.json``: how the bench ran (:func:`bench_info`: the command, jobs, threads, time cap, the machine's CPU
-  and cores, the library versions and commit, and per invocation its start, end and load average), read by
+  and cores, the library versions and commit, and per invocation its start, end, load average and commit), read by
   ``scripts/make_results.py``;
 - ``results.csv``: one row per run (:data:`CSV_COLUMNS`, then ``test_<key>`` for each further value of a metric
   that computes several, e.g. PCQM-Contact's ``test_hits@1`` ... ``test_mrr_filtered``);
@@ -179,7 +179,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     out.mkdir(parents=True, exist_ok=True)
     runs = plan(recipes, seeds, out, overrides)
     info = bench_info(out, command, jobs, threads, max_time, overrides)
-    session = {"start": _now(), "end": None, "load_average": []}
+    session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"]}
     info["invocations"].append(session)
     _write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])

@@ -199,7 +199,7 @@ def _make_results():
 
 
 def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], command: str, gpu: str | None = None,
-                higher: bool = False) -> None:
+                higher: bool = False, commits: tuple[str, ...] = ()) -> None:
     runs = []
     for name, values in tests.items():
         path = _recipe(tmp_path, name)
@@ -217,6 +217,8 @@ def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], comman
     info["machine"]["gpu"] = gpu
     info["invocations"].append({"start": "2026-11-23 20:00 UTC", "end": "2026-11-23 22:30 UTC",
                                 "load_average": [2.1, 2.3]})
+    info["invocations"] += [{"start": "2026-11-24 01:00 UTC", "end": "2026-11-24 02:00 UTC", "load_average": [2.0],
+                             "commit": commit} for commit in commits]  # a bench resumed on later commits
     (out / "bench.json").write_text(json.dumps(info))
 
 
@@ -224,7 +226,7 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     zinc = tmp_path / "runs" / "zinc-cpu-10min"
     _fake_bench(tmp_path, zinc, {"geaet-zinc-cpu": [0.078, 0.080], "pyg-gps-zinc": [0.19, 0.20],
                                  "gcn-geanet-zinc-cpu": [0.20, 0.22], "gcn-zinc-cpu": [0.30, 0.32]},
-                "gea-graph bench --suite zinc-cpu-10min")
+                "gea-graph bench --suite zinc-cpu-10min", commits=("aaa1111", "bbb2222", "bbb2222"))
     gpu = tmp_path / "runs" / "gpu"
     _fake_bench(tmp_path, gpu, {"gcn-geanet-peptides-func": [0.69, 0.70]},
                 "gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1", gpu="NVIDIA H100", higher=True)
@@ -242,6 +244,7 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     assert "best recipe geaet-zinc-cpu: test MAE 0.0790 (met: ≤ 0.080)" in zinc_part
     assert "2.47× (met: ≥ 2×)" in zinc_part and "GEANet better at equal time" in zinc_part
     assert "`gea-graph bench --suite zinc-cpu-10min`" in zinc_part and "runs at a time: 2" in zinc_part
+    assert "gea-graph commits aaa1111, bbb2222 " in zinc_part  # each commit the resumed bench ran on, once
     assert "torch threads per run: 1" in zinc_part and "load average" in zinc_part and "cores" in zinc_part
     assert "(results/zinc-cpu-10min-curves.png)" in zinc_part
     assert (page.parent / "results" / "zinc-cpu-10min-curves.png").is_file()
