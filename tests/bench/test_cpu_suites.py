@@ -244,7 +244,7 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     assert "best recipe geaet-zinc-cpu: test MAE 0.0790 (met: ≤ 0.080)" in zinc_part
     assert "2.47× (met: ≥ 2×)" in zinc_part and "GEANet better at equal time" in zinc_part
     assert "`gea-graph bench --suite zinc-cpu-10min`" in zinc_part and "runs at a time: 2" in zinc_part
-    assert "gea-graph commits aaa1111, bbb2222 " in zinc_part  # each commit the resumed bench ran on, once
+    assert "gea-graph commits aaa1111, bbb2222\n" in zinc_part  # each commit the resumed bench ran on, once
     assert "torch threads per run: 1" in zinc_part and "load average" in zinc_part and "cores" in zinc_part
     assert "(results/zinc-cpu-10min-curves.png)" in zinc_part
     assert (page.parent / "results" / "zinc-cpu-10min-curves.png").is_file()
