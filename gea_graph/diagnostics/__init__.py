@@ -12,7 +12,7 @@
   (imports the training stack, so it is not imported here).
 """
 
-from gea_graph.diagnostics.collect import collect_node_states, find_layers, node_states
+from gea_graph.diagnostics.collect import collect_node_states, node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.diagnostics.report import (
     diagnose,
@@ -27,7 +27,6 @@ __all__ = [
     "collect_node_states",
     "diagnose",
     "dirichlet_energy",
-    "find_layers",
     "gfsa_coefficients",
     "gfsa_eigenvalues",
     "gfsa_response",

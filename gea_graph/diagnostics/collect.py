@@ -15,23 +15,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch
 from torch_geometric.utils import to_dense_batch
 
-
-def find_layers(model: nn.Module) -> nn.ModuleList:
-    """The model's layer stack: the first ``ModuleList`` called ``layers`` (shallowest first).
-
-    Raises:
-        ValueError: if the model has none.
-    """
-    stacks = [
-        (name.count("."), name, module)
-        for name, module in model.named_modules()
-        if isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] == "layers"
-    ]
-    if not stacks:
-        raise ValueError(
-            f"{type(model).__name__} has no ModuleList named 'layers' to read hidden states from"
-        )
-    return min(stacks, key=lambda item: item[:2])[2]
+from gea_graph.models.introspect import find_layers
 
 
 def node_states(output: Any, batch: Batch) -> Tensor:
@@ -75,7 +59,7 @@ def collect_node_states(
     by those leaving every layer: ``L + 1`` tensors ``[ΣN, C_l]``.
 
     Args:
-        model: a model with a ``layers`` stack (see :func:`find_layers`).
+        model: a model with a ``layers`` stack (see :func:`~gea_graph.models.find_layers`).
         batch: a PyG batch with ``batch.batch``.
         forward: how to call the model (default ``model(batch)``).
     """

@@ -5,6 +5,7 @@ r"""Whole networks assembled from :mod:`gea_graph.nn` by a typed config.
 ...                                 hidden=64, layers=4))                      # doctest: +SKIP
 """
 from gea_graph.models.config import FAMILIES, TASKS, GraphormerConfig, ModelConfig, PEConfig
+from gea_graph.models.introspect import find_layers
 from gea_graph.models.networks import (
                                        GEAETModel,
                                        GraphModel,
@@ -29,4 +30,5 @@ __all__ = [
                                        "PyGGPS",
                                        "build_model",
                                        "count_parameters",
+                                       "find_layers",
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch.nn import Module
 from torch_geometric.nn import GCNConv, GINConv, GINEConv
@@ -48,8 +48,9 @@ from gea_graph.nn import (
 )
 from gea_graph.nn.attention import attention_class
 
-if TYPE_CHECKING:
-    from gea_graph.models.config import ModelConfig
+#: A :class:`~gea_graph.models.ModelConfig`. Not imported: :mod:`gea_graph.models.config` calls
+#: :func:`check_layer_args` when a config is made, so this module must not import it back.
+ModelConfig = Any
 
 SECTIONS = ("layer_args", "mpnn_args", "attn_args", "gea_args", "pe_args")
 

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
-from gea_graph.diagnostics.collect import find_layers
+from gea_graph.models.introspect import find_layers
 from gea_graph.nn.attention import DenseAttentionBase
 from gea_graph.nn.external_attention import ExternalAttention
 

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
-from gea_graph.diagnostics.collect import find_layers
+from gea_graph.models.introspect import find_layers
 from gea_graph.viz.capture import KINDS, capture_attention, resolve_layer
 from gea_graph.viz.draw import ImageFormat, MolPicture, Panel, draw_panels, to_mol
 from gea_graph.viz.scores import describe_reduction, reduce_external, reduce_self

@@ -12,7 +12,7 @@ from torch import nn
 from torch_geometric.data import Batch, Data
 from torch_geometric.nn import SimpleConv
 
-from gea_graph.diagnostics.collect import collect_node_states, find_layers
+from gea_graph.diagnostics.collect import collect_node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, mean_cosine_similarity
 from gea_graph.diagnostics.report import (
     LAYER_COLUMNS,
@@ -25,6 +25,7 @@ from gea_graph.diagnostics.report import (
     response_table,
     write_csv,
 )
+from gea_graph.models import find_layers
 from gea_graph.nn.attention import MultiheadAttention, from_dense, to_dense
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
 
