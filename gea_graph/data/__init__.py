@@ -35,6 +35,7 @@ from torch_geometric.data import Dataset
 from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, cache_key, load_cache
 from gea_graph.data.config import PathLike, data_root, mirror_root
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
+from gea_graph.data.featurizer import Featurizer, FeaturizerError
 from gea_graph.data.loader import GraphLoader
 from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
 from gea_graph.data.molecules import (
@@ -69,6 +70,9 @@ class DatasetInfo:
     caveat: str | None = None
     #: the dataset options (keyword arguments) under which :attr:`caveat` applies; ``None``: always
     caveat_options: dict[str, Any] | None = None
+    #: what the model's outputs are called (the card's target columns, labels or classes, in output order): the
+    #: column names of ``gea-graph predict``
+    target_names: tuple[str, ...] = ()
 
     def caveat_for(self, options: Mapping[str, Any]) -> str | None:
         """The caveat of a run that reads this dataset with keyword arguments :obj:`options`, or :obj:`None`."""
@@ -79,6 +83,18 @@ class DatasetInfo:
 
 
 _LRGB_SOURCE = "LRGB (Dwivedi et al. 2022), Dropbox files of PyG's LRGBDataset"
+#: LRGB's order of the Peptides-func labels (its dataset docstring)
+PEPTIDES_FUNC_LABELS = ("antifungal", "cell_cell_communication", "anticancer", "drug_delivery_vehicle",
+                        "antimicrobial", "antiviral", "antihypertensive", "antibacterial", "antiparasitic", "toxic")
+#: The 21 PASCAL VOC segmentation classes, in label order
+VOC_CLASSES = ("background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
+               "tvmonitor")
+#: COCO-SP's 81 classes: label i is COCO category ``LRGBDataset.label_remap_coco``'s i-th id (0: background)
+COCO_CLASSES = ("background", *(f"category_{i}" for i in (
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35,
+    36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64,
+    65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90)))
 
 DATASETS: dict[str, DatasetInfo] = {
     "zinc": DatasetInfo(ZINC, "graph regression", "MAE", "datamol-io/graphium ZINC_bench_gnn (Benchmarking GNNs)",
@@ -86,30 +102,33 @@ DATASETS: dict[str, DatasetInfo] = {
                         caveat="These recipes read ZINC with `features: ogb` (OGB's 9 atom / 3 bond features); the "
                         "papers use the Benchmarking-GNNs encoding (28 atom types, 4 bond types; our default, "
                         "`features: bench`). The richer input makes the task easier, so their paper column is a "
-                        "reference point, not a like-for-like comparison.", caveat_options={"features": "ogb"}),
+                        "reference point, not a like-for-like comparison.", caveat_options={"features": "ogb"},
+                        target_names=("score",)),
     "peptides-func": DatasetInfo(PeptidesFunctional, "10-task multi-label graph classification", "AP",
-                                 _LRGB_SOURCE, "peptides-func", num_outputs=10, mirror_dir="peptides-func"),
+                                 _LRGB_SOURCE, "peptides-func", num_outputs=10, mirror_dir="peptides-func",
+                                 target_names=PEPTIDES_FUNC_LABELS),
     "peptides-struct": DatasetInfo(PeptidesStructural, "11-target graph regression", "MAE", _LRGB_SOURCE,
-                                   "peptides-struct", num_outputs=11, mirror_dir="peptides-struct"),
+                                   "peptides-struct", num_outputs=11, mirror_dir="peptides-struct",
+                                   target_names=PeptidesStructural.target_names),
     # Only the labelled splits: training then reads OGB's valid split as the test split too (the published PCQM4M
     # numbers are valid MAEs); PCQM4M(split="test") still gives the hidden-label test graphs.
     "pcqm4m": DatasetInfo(PCQM4M, "graph regression (HOMO-LUMO gap)", "MAE",
                           "OGB-LSC 2021 pcqm4m_kddcup2021.zip", "pcqm4m_kddcup2021", splits=("train", "val"),
-                          mirror_dir="pcqm4m"),
+                          mirror_dir="pcqm4m", target_names=("homolumogap",)),
     "pcqm4mv2": DatasetInfo(PCQM4Mv2, "graph regression (HOMO-LUMO gap)", "MAE", "OGB-LSC pcqm4m-v2.zip",
-                            "pcqm4m-v2", splits=PCQM4Mv2.splits, mirror_dir="pcqm4mv2"),
+                            "pcqm4m-v2", splits=PCQM4Mv2.splits, mirror_dir="pcqm4mv2", target_names=("homolumogap",)),
     "pcqm-contact": DatasetInfo(PCQMContact, "inductive link prediction", "MRR", _LRGB_SOURCE, "pcqm-contact",
                                 mirror_dir="pcqm-contact"),
     "pascalvoc-sp": DatasetInfo(PascalVOCSP, "node classification (21 classes)", "macro F1", _LRGB_SOURCE,
-                                "pascalvoc-sp", num_outputs=21, mirror_dir="pascalvoc-sp"),
+                                "pascalvoc-sp", num_outputs=21, mirror_dir="pascalvoc-sp", target_names=VOC_CLASSES),
     "coco-sp": DatasetInfo(COCOSP, "node classification (81 classes)", "macro F1", _LRGB_SOURCE, "coco-sp",
-                           num_outputs=81, mirror_dir="coco-sp"),
+                           num_outputs=81, mirror_dir="coco-sp", target_names=COCO_CLASSES),
 }
 for _depth in range(2, 8):
     DATASETS[f"tree-r{_depth}"] = DatasetInfo(
         TreeNeighbourMatch, f"root classification ({2 ** _depth} classes)", "accuracy",
         "generated (Alon & Yahav 2021), seeded", f"tree-r{_depth}", splits=("train", "test"),
-        num_outputs=2 ** _depth, kwargs={"depth": _depth})
+        num_outputs=2 ** _depth, kwargs={"depth": _depth}, target_names=tuple(f"class_{c}" for c in range(2 ** _depth)))
 
 
 def get_dataset(name: str, root: PathLike | None = None, split: str = "train", pe: str | None = None,
@@ -156,6 +175,8 @@ __all__ = [
     "CacheError",
     "CachedDataset",
     "DatasetInfo",
+    "Featurizer",
+    "FeaturizerError",
     "GraphLoader",
     "GraphStore",
     "InvalidSmilesError",

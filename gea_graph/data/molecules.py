@@ -52,6 +52,11 @@ class InvalidSmilesError(ValueError):
     """RDKit cannot parse a SMILES of a dataset."""
 
 
+class UnknownAtomTypeError(ValueError):
+    """An atom (or bond) of a molecule is outside the featurisation's vocabulary (the Benchmarking-GNNs ZINC types,
+    or a bond stereo OGB does not list)."""
+
+
 def _lookup(name: str, enum: type | None = None) -> tuple[dict, int]:
     """OGB's list ``allowable_features[name]`` as a dict value -> index (enum members where the list holds their
     names), and the index OGB's ``safe_index`` gives unlisted values (the last one)."""
@@ -98,8 +103,11 @@ def mol_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         bond = mol.GetBondWithIdx(b)
         i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
         # OGB's stereo look-up has no "misc" slot: an unlisted stereo is an error there and here.
-        feat = (_BOND_TYPE[0].get(bond.GetBondType(), _BOND_TYPE[1]), _STEREO[0][bond.GetStereo()],
-                int(bond.GetIsConjugated()))
+        stereo = _STEREO[0].get(bond.GetStereo())
+        if stereo is None:
+            raise UnknownAtomTypeError(f"bond {b} (atoms {i}-{j}) has stereo {bond.GetStereo()}, which is not in "
+                                       f"OGB's list {allowable_features['possible_bond_stereo_list']}")
+        feat = (_BOND_TYPE[0].get(bond.GetBondType(), _BOND_TYPE[1]), stereo, int(bond.GetIsConjugated()))
         edges += [(i, j), (j, i)]
         feats += [feat, feat]
     x = np.array(atoms, dtype=np.int64).reshape(-1, 9)
@@ -119,10 +127,6 @@ _ZINC_ATOM_ID = {name: i for i, name in enumerate(ZINC_ATOM_TYPES)}
 _ZINC_BOND_ID = {getattr(Chem.rdchem.BondType, name): i for i, name in enumerate(ZINC_BOND_TYPES) if i > 0}
 # The hydrogen count inside an atom's SMILES bracket: "[C@@H]" -> "", "[NH3+]" -> "3"; no match: no H written.
 _BRACKET_H = re.compile(r"^\[\d*[A-Z][a-z]?(?:@@|@(?:TH|AL|SP|TB|OH)?\d*)?H(\d*)")
-
-
-class UnknownAtomTypeError(ValueError):
-    """An atom (or bond) of a molecule is outside the Benchmarking-GNNs ZINC vocabulary."""
 
 
 def zinc_atom_type(atom: Chem.Atom) -> str:
@@ -185,15 +189,18 @@ def _check_features(features: str) -> None:
 
 
 def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
-                    features: str = "ogb") -> tuple[list[Data], np.ndarray, list[tuple[int, object]]]:
+                    features: str = "ogb", refused: list[tuple[int, str]] | None = None
+                    ) -> tuple[list[Data], np.ndarray, list[tuple[int, object]]]:
     """Graphs of rows :obj:`rows` of a SMILES list with ``y = targets[row]`` (``targets`` is ``[M, T]``; ``y`` of shape
     ``[1]`` when :math:`T = 1`, else ``[1, T]``), featurised by :obj:`features` (a key of :data:`FEATURES`).
 
     Returns ``(graphs, kept, bad)``: the graphs of the rows RDKit parses, their row numbers ``[G]``, and
-    ``(row, SMILES)`` of the rows it cannot parse. One process; datasets run it on chunks in parallel."""
+    ``(row, SMILES)`` of the rows it cannot parse. A molecule outside the vocabulary raises, or is appended to
+    :obj:`refused` as ``(row, reason)`` when that list is given. One process; datasets run it on chunks in
+    parallel."""
     targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
     graphs, kept, bad = [], [], []
-    for row, smi, arrays in _featurized(smiles, rows, features, bad):
+    for row, smi, arrays in _featurized(smiles, rows, features, bad, refused):
         x, edge_index, edge_attr = arrays
         y = torch.from_numpy(targets[row].copy() if targets.shape[1] == 1 else targets[row:row + 1].copy())
         graphs.append(Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
@@ -203,9 +210,12 @@ def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequenc
 
 
 def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, features: str,
-                bad: list[tuple[int, object]]) -> Iterator[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+                bad: list[tuple[int, object]], refused: list[tuple[int, str]] | None = None
+                ) -> Iterator[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """``(row, SMILES, (x, edge_index, edge_attr))`` of the rows RDKit parses, featurised by :obj:`features`; the
-    ``(row, SMILES)`` of the others are appended to :obj:`bad`."""
+    ``(row, SMILES)`` of the others are appended to :obj:`bad`. A molecule outside the featurisation's vocabulary
+    raises :class:`UnknownAtomTypeError`, or, with a :obj:`refused` list, is left out and appended to it as
+    ``(row, reason)``."""
     _check_features(features)  # now, not at the first row
     RDLogger.DisableLog("rdApp.*")  # the InvalidSmilesError says more, once
     arrays = FEATURES[features]
@@ -217,20 +227,29 @@ def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, feat
             if mol is None:
                 bad.append((row, smi))
                 continue
-            yield row, smi, arrays(mol, smi)
+            if refused is None:
+                yield row, smi, arrays(mol, smi)
+                continue
+            try:
+                out = arrays(mol, smi)
+            except UnknownAtomTypeError as err:
+                refused.append((row, str(err)))
+                continue
+            yield row, smi, out
 
     return parse()
 
 
 def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
-                     features: str = "ogb", shortest_paths: ShortestPathDistance | None = None
+                     features: str = "ogb", shortest_paths: ShortestPathDistance | None = None,
+                     refused: list[tuple[int, str]] | None = None
                      ) -> tuple[Columns, np.ndarray, list[tuple[int, object]]]:
     """What :func:`molecule_graphs` gives (and, with :obj:`shortest_paths`, that transform on each graph), as the
     store's columns directly: no :class:`~torch_geometric.data.Data` per molecule. Returns ``(columns, kept,
     bad)``; the store holds the same graphs either way (tested)."""
     targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
     xs, edges, attrs, texts, kept, bad = [], [], [], [], [], []
-    for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad):
+    for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad, refused):
         xs.append(x)
         edges.append(edge_index)
         attrs.append(edge_attr)
@@ -256,6 +275,30 @@ def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequen
         out.add("spd_path", path, pairs, torch.int64)
         out.add_derived("spd_index")
     return out, kept_rows, bad
+
+
+def featurize_chunk(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray, features: str,
+                    pre_transform: Callable | None = None, pre_filter: Callable | None = None,
+                    refused: list[tuple[int, str]] | None = None, desc: str = "featurize"
+                    ) -> tuple[list[Data] | Columns, np.ndarray, list[tuple[int, object]]]:
+    """One chunk of a molecular dataset build: rows :obj:`rows` of :obj:`smiles` featurised by :obj:`features`,
+    filtered by :obj:`pre_filter` and pre-transformed (the positional encodings of a ``pe`` spec) by
+    :obj:`pre_transform`. This is the one featurisation path: the dataset build runs it on its chunks, and inference
+    (:mod:`gea_graph.inference`) on the SMILES it is given, so a trained model sees new molecules exactly as it saw
+    its training set.
+
+    Returns ``(graphs, kept, bad)`` as :func:`molecule_graphs`: the graphs as store columns (without a pre-filter
+    and with no pre-transform or Graphormer's shortest paths only: no ``Data`` per molecule, see
+    :func:`molecule_columns`) or as a list of ``Data``; their rows; the rows RDKit cannot parse. Molecules outside
+    the vocabulary raise, or go to :obj:`refused` when given (see :func:`molecule_graphs`)."""
+    columnar = pre_filter is None and (pre_transform is None or isinstance(pre_transform, ShortestPathDistance))
+    if columnar:  # the common case (no PE, or Graphormer's paths): arrays straight into columns
+        return molecule_columns(smiles, targets, rows, features, pre_transform, refused)
+    graphs, kept, bad = molecule_graphs(smiles, targets, rows, features, refused)
+    if pre_filter is not None:
+        keep = [i for i, g in enumerate(graphs) if pre_filter(g)]
+        graphs, kept = [graphs[i] for i in keep], kept[keep]
+    return apply_many(pre_transform, graphs, desc=desc), kept, bad
 
 
 def _invalid_smiles_error(source: str, bad: Sequence[tuple[int, object]]) -> InvalidSmilesError:
@@ -349,18 +392,10 @@ class _MoleculeDataset(CachedDataset):
         num_chunks = max(1, -(-total // size))
         features, pre_filter, pre_transform = self.features, self.pre_filter, self.pre_transform
 
-        columnar = pre_filter is None and (pre_transform is None or isinstance(pre_transform, ShortestPathDistance))
-
         def chunk(c: int) -> tuple[list[Data] | Columns, np.ndarray, dict[str, Any]]:
             rows = np.arange(c * size, min(total, (c + 1) * size))
-            if columnar:  # the common case (no PE, or Graphormer's paths): arrays straight into columns
-                columns, kept, bad = molecule_columns(src.smiles, src.targets, rows, features, pre_transform)
-                return columns, kept, {"bad": [[int(r), s if isinstance(s, str) else repr(s)] for r, s in bad]}
-            graphs, kept, bad = molecule_graphs(src.smiles, src.targets, rows, features)
-            if pre_filter is not None:
-                keep = [i for i, g in enumerate(graphs) if pre_filter(g)]
-                graphs, kept = [graphs[i] for i in keep], kept[keep]
-            graphs = apply_many(pre_transform, graphs, desc=f"{self.folder} chunk {c}")
+            graphs, kept, bad = featurize_chunk(src.smiles, src.targets, rows, features, pre_transform, pre_filter,
+                                                desc=f"{self.folder} chunk {c}")
             return graphs, kept, {"bad": [[int(r), s if isinstance(s, str) else repr(s)] for r, s in bad]}
 
         def split_positions(rows: np.ndarray, reports: list[dict[str, Any]], counts: list[int]

@@ -578,6 +578,34 @@ class GraphStore:
         np.cumsum(self.num_nodes, out=self.node_ptr[1:])
         self._numpy = {k: _numpy_dtype(f) for k, f in self.fields.items() if f["kind"] == "tensor"}
 
+    @classmethod
+    def from_columns(cls, columns: Columns) -> GraphStore:
+        r"""A store over one chunk of graphs held in memory (:class:`Columns`, e.g. what a dataset build's chunk
+        function returns), read exactly as a built store is: :meth:`batch` gives the batches a
+        :class:`~gea_graph.data.GraphLoader` gives from the store the build would write. No file is involved, and
+        the store does not pickle."""
+        store = cls.__new__(cls)
+        store.path = None
+        store.num_nodes = columns.num_nodes
+        store.fields, store.ptr, store.columns, store.derived = {}, {}, {}, []
+        for key, spec in columns.fields.items():
+            if spec["kind"] == "derived":
+                store.derived.append(key)
+                continue
+            store.fields[key] = {**spec, "level": key}  # one offset array per field: nothing on disk to share
+            counts = columns.arrays[f"{key}.count"]
+            ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            store.ptr[key] = ptr
+            store.columns[key] = columns.arrays[key]
+        store.meta = {"format": FORMAT_VERSION, "num_graphs": int(len(columns.num_nodes)), "fields": store.fields,
+                      "derived": store.derived}
+        store.rows = np.arange(len(columns.num_nodes), dtype=np.int64)
+        store.node_ptr = np.zeros(len(store.num_nodes) + 1, dtype=np.int64)
+        np.cumsum(store.num_nodes, out=store.node_ptr[1:])
+        store._numpy = {k: _numpy_dtype(f) for k, f in store.fields.items() if f["kind"] == "tensor"}
+        return store
+
     def _check(self) -> None:
         """Every offset array spans every graph and ends at its column's length (a mismatch: a damaged store)."""
         graphs = int(self.meta["num_graphs"])
@@ -593,6 +621,8 @@ class GraphStore:
 
     # A store pickles as its path: worker processes and DDP ranks map the files themselves.
     def __getstate__(self) -> dict[str, Any]:
+        if self.path is None:
+            raise TypeError("a GraphStore held in memory (GraphStore.from_columns) does not pickle")
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

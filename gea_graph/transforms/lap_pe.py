@@ -36,6 +36,8 @@ class LapPE(BaseTransform):
     (:obj:`padding`: zeros, or NaN as GraphGPS), and ``lap_mask`` marks the real eigenpairs. Eigenvalues are clamped
     at 0 (rounding can make the trivial ones slightly negative). Within a repeated eigenvalue the basis is whatever
     LAPACK returns, and each eigenvector's sign is arbitrary: models should flip signs at random during training.
+    Both are reproducible: a graph gets the same eigenvectors whatever graphs it is computed with (a dataset build's
+    chunk or one molecule at inference).
 
     The GEAET Peptides-struct LapPE (GraphGPS ``laplacian_norm: none``, ``max_freqs: 10``, geaet-notes §2.2) is
     ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec ``"lap:10:norm=none:trivial=keep:pad=nan"``.
@@ -101,8 +103,13 @@ class LapPE(BaseTransform):
         else:
             lap = -adj
             lap[:, np.arange(n), np.arange(n)] += deg
-        with single_threaded():  # ascending eigenvalues, batched over the stack
-            eigval, eigvec = (t.numpy() for t in torch.linalg.eigh(torch.from_numpy(lap)))
+        # Ascending eigenvalues, one LAPACK call per matrix. NumPy copies every matrix of the stack into the same
+        # work buffer before the call, so a graph's eigenvectors (signs and the basis of a repeated eigenvalue) do not
+        # depend on which graphs share its stack; torch's batched eigh (MKL) gives results that depend on each
+        # matrix's memory alignment, i.e. on its place in the stack: a molecule would get other signs in a dataset
+        # build than alone at inference.
+        with single_threaded():
+            eigval, eigvec = np.linalg.eigh(lap)
 
         # Column j of the output is eigenpair (skipped + j) of each graph, when it exists.
         skipped = np.zeros(num_graphs, np.int64) if self.keep_trivial else _num_components(adj)
@@ -118,8 +125,9 @@ class LapPE(BaseTransform):
         return vec.astype(np.float32), val.astype(np.float32), mask.copy()  # copies: writable, contiguous
 
     def __repr__(self) -> str:
+        # ``solver`` names what computes the eigenvectors (their signs): part of the cache key of built datasets.
         return (f"{self.__class__.__name__}(k={self.k}, normalization={self.normalization!r}, "
-                f"keep_trivial={self.keep_trivial}, padding={self.padding!r})")
+                f"keep_trivial={self.keep_trivial}, padding={self.padding!r}, solver='numpy')")
 
 
 def _num_components(adj: np.ndarray) -> np.ndarray:

@@ -89,6 +89,23 @@ def test_lap_pe_pads_small_single_node_and_edgeless_graphs():
     assert not edgeless.lap_mask.any() and torch.all(edgeless.lap_eigvec == 0)
 
 
+def test_lap_pe_of_a_graph_does_not_depend_on_the_graphs_computed_with_it():
+    """Bit for bit, signs included: a dataset build (chunks of many graphs) and inference (a few molecules) must give
+    a molecule the same encoding. torch's batched eigh (MKL) flipped signs with the matrix's place in the stack."""
+    rng = np.random.default_rng(0)
+    size = 23
+    graphs = []
+    for seed in range(12):  # trees plus a few edges: molecule-like, with repeated eigenvalues
+        g = nx.random_labeled_tree(size, seed=seed)
+        g.add_edges_from([tuple(rng.choice(size, 2, replace=False)) for _ in range(3)])
+        graphs.append(from_networkx(g))
+    together = LapPE(8).forward_many([g.clone() for g in graphs])
+    for i, g in enumerate(graphs):
+        alone = LapPE(8)(g.clone())
+        for key in ("lap_eigvec", "lap_eigval", "lap_mask"):
+            assert torch.equal(alone[key], together[i][key]), (i, key)
+
+
 def test_lap_pe_disconnected_drops_one_null_vector_per_component():
     # Components {0,1,2} (path), {3,4} (edge), {5} (isolated): sym spectra {0,1,2}, {0,2}, {0}.
     d = LapPE(4)(graph([(0, 1), (1, 2), (3, 4)], 6))
@@ -227,7 +244,7 @@ def test_batching_offsets_spd_index():
 def test_parse_pe_and_apply_many():
     t = parse_pe("lap:3,rw:4,spd:5")
     assert isinstance(t, Compose) and repr(t.transforms[0]) == ("LapPE(k=3, normalization='sym', "
-                                                                           "keep_trivial=False, padding='zero')")
+                                                                           "keep_trivial=False, padding='zero', solver='numpy')")
     assert parse_pe(None) is None and isinstance(parse_pe("rw:2"), RWPE)
     with pytest.raises(ValueError, match="KIND:N"):
         parse_pe("lap8")
