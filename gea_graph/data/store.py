@@ -598,7 +598,7 @@ class GraphStore:
             np.cumsum(counts, out=ptr[1:])
             store.ptr[key] = ptr
             store.columns[key] = columns.arrays[key]
-        store.meta = {"format": FORMAT_VERSION, "num_graphs": int(len(columns.num_nodes)), "fields": store.fields,
+        store.meta = {"format": FORMAT_VERSION, "num_graphs": len(columns.num_nodes), "fields": store.fields,
                       "derived": store.derived}
         store.rows = np.arange(len(columns.num_nodes), dtype=np.int64)
         store.node_ptr = np.zeros(len(store.num_nodes) + 1, dtype=np.int64)

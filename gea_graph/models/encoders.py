@@ -27,7 +27,7 @@ class ColumnEmbedding(Module):
             table.reset_parameters()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.view(x.size(0), -1)
+        x = x.view(x.size(0), self.columns)  # not -1: a graph without edges has an [0, F] edge_attr
         return sum(table(x[:, i]) for i, table in enumerate(self.tables))
 
     def __repr__(self) -> str:

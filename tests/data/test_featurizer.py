@@ -23,7 +23,7 @@ def test_zinc_smiles_featurise_to_the_built_dataset_field_for_field(zinc):
     index = np.arange(len(test))
     ours, built = out.batch(index), test.batch(index)
     assert sorted(ours.keys()) == sorted(built.keys())
-    for key in built.keys():
+    for key in built.keys():  # noqa: SIM118 (iterating a Batch yields pairs)
         if key == "y":
             continue
         if torch.is_tensor(built[key]):
@@ -90,14 +90,14 @@ def test_store_in_memory_batches_as_the_store_on_disk(tmp_path):
     from gea_graph.data.store import build_store
 
     smiles = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "C"]
-    graphs, kept, bad = featurize_chunk(smiles, np.arange(4, dtype=np.float32), range(4), "ogb")
+    graphs, kept, _ = featurize_chunk(smiles, np.arange(4, dtype=np.float32), range(4), "ogb")
     columns = graphs if not isinstance(graphs, list) else graphs_to_columns(graphs)
     build_store(tmp_path / "store", 1, lambda c: (columns, kept, {}), {"test": 1},
                 lambda rows, reports, counts: {"all": np.arange(len(rows))}, workers=1)
     on_disk, in_memory = GraphStore(tmp_path / "store"), GraphStore.from_columns(columns)
     index = np.array([3, 0, 2])
     a, b = in_memory.batch(index), on_disk.batch(index)
-    for key in b.keys():
+    for key in b.keys():  # noqa: SIM118
         if torch.is_tensor(b[key]):
             assert torch.equal(a[key], b[key]), key
         else:
