@@ -7,8 +7,19 @@ Sub-packages (dependencies point one way, top to bottom):
 * :mod:`gea_graph.data` -- the benchmark datasets (download / mirror / MD5 / atomic caches).
 * :mod:`gea_graph.models` -- whole networks built from :mod:`gea_graph.nn` by a typed config.
 * :mod:`gea_graph.train` -- Lightning training, metrics, schedules.
+* :mod:`gea_graph.inference` -- a trained model from a checkpoint: predict, embed, evaluate, export
+  (:func:`gea_graph.load_model`).
 * :mod:`gea_graph.bench`, :mod:`gea_graph.viz`, :mod:`gea_graph.diagnostics` -- benchmark runner, pictures, analyses.
 * :mod:`gea_graph.cli` -- the ``gea-graph`` command.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # gea_graph.load_model without importing the training stack at ``import gea_graph``.
+    if name == "load_model":
+        from gea_graph.inference import load_model
+
+        return load_model
+    raise AttributeError(f"module 'gea_graph' has no attribute {name!r}")

@@ -63,19 +63,19 @@ def _name(checkpoint: str, recipe_name: str, taken: set[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from torch_geometric.data import Batch
 
-    from gea_graph.diagnostics.loading import dataset_graphs, load_trained
     from gea_graph.diagnostics.report import diagnose
+    from gea_graph.inference import load_model
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {args.out!r} is a file; diagnose writes a folder of tables and a plot there")
     models, batches = {}, {}
     for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
-        model, recipe = load_trained(checkpoint)
-        name = _name(checkpoint, recipe.name, set(models))
-        # each model sees the same graphs with its own recipe's positional encodings
-        graphs = dataset_graphs(args.dataset, recipe, args.split, first=args.graphs, root=args.root)
-        models[name] = model
+        trained = load_model(checkpoint)
+        name = _name(checkpoint, trained.recipe.name, set(models))
+        # each model sees the same graphs made as its own training graphs were (features, positional encodings)
+        graphs = trained.dataset_graphs(args.dataset, args.split, first=args.graphs, root=args.root)
+        models[name] = trained.model
         batches[name] = [
             Batch.from_data_list(graphs[i : i + args.batch_size])
             for i in range(0, len(graphs), args.batch_size)

@@ -84,20 +84,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.diagnostics.loading import dataset_graphs, load_trained, smiles_graphs
+    from gea_graph.inference import load_model
     from gea_graph.viz.draw import format_from_path
     from gea_graph.viz.pictures import attention_picture
 
     fmt = format_from_path(args.out)
-    model, recipe = load_trained(args.checkpoint)
-    if args.smiles:
-        graphs = smiles_graphs(args.smiles, recipe)
+    trained = load_model(args.checkpoint)
+    if args.smiles:  # featurised as the model's training set was (its feature mode and PE spec)
+        graphs = trained.graphs(args.smiles)
         titles = [f"#{i}" for i in range(len(graphs))]
     else:
-        graphs = dataset_graphs(args.dataset, recipe, args.split, args.index, root=args.root)
+        graphs = trained.dataset_graphs(args.dataset, args.split, args.index, root=args.root)
         titles = [f"{args.dataset} {args.split} #{i}" for i in args.index]
     picture, records = attention_picture(
-        model,
+        trained.model,
         graphs,
         args.kind,
         layer=args.layer,

@@ -193,15 +193,37 @@ class Featurizer:
         columns = graphs if isinstance(graphs, Columns) else graphs_to_columns(graphs)
         return Featurized(GraphStore.from_columns(columns) if len(kept) else None, kept, errors)
 
-    def dataset(self, split: str, root: PathLike | None = None) -> Dataset:
-        r"""Split :obj:`split` of the built-in dataset this featurisation describes, built (or read from its cache) in
-        the data root :obj:`root` (default ``$GEA_GRAPH_DATA``, else ``./datasets``) with this featurisation."""
+    def describe(self) -> str:
+        r"""One line: the dataset, the inputs, the feature mode and the PE spec."""
+        made = f"SMILES with {self.features!r} features" if self.inputs == "smiles" else "graphs (not from SMILES)"
+        return f"{self.dataset}: {made}, PE {self.pe or 'none'}"
+
+    def load_dataset(self, split: str, root: PathLike | None = None, name: str | None = None) -> Dataset:
+        r"""Split :obj:`split` of a built-in dataset made with this featurisation (feature mode, PE spec), built or
+        read from its cache in the data root :obj:`root` (default ``$GEA_GRAPH_DATA``, else ``./datasets``): the
+        dataset this record describes, or another one, :obj:`name`, whose graphs can be made the same way (another
+        molecular dataset in the same feature mode).
+
+        Raises:
+            FeaturizerError: when :obj:`name` cannot be made this way, or this record names no built-in dataset.
+        """
         from gea_graph.data import DATASETS, get_dataset
 
-        if self.dataset not in DATASETS:
-            raise FeaturizerError(f"this model was trained on {'a CSV file' if self.dataset == 'csv' else 'a dataset class'}"
+        target = self.dataset if name is None else name.lower()
+        if target not in DATASETS:
+            raise FeaturizerError(f"{name!r} is not a built-in dataset; known: {', '.join(DATASETS)}"
+                                  if name is not None else
+                                  f"this model was trained on {'a CSV file' if self.dataset == 'csv' else 'a dataset class'}"
                                   f", not a built-in dataset: give its inputs as SMILES or graphs")
-        return get_dataset(self.dataset, root=root, split=split, pe=self.pe, **self.options)
+        options = self.options
+        if target != self.dataset:
+            zinc = DATASETS[target].cls is ZINC and self.features is not None
+            other = Featurizer.of_data(name=target, options={"features": self.features} if zinc else {}, pe=self.pe)
+            if self.inputs != "smiles" or other.inputs != "smiles" or other.features != self.features:
+                raise FeaturizerError(f"the model was trained on {self.describe()}; {other.describe()} cannot be "
+                                      f"fed to it")
+            options = other.options
+        return get_dataset(target, root=root, split=split, pe=self.pe, **options)
 
 
 def target_names(name: str | None, csv_options: Mapping[str, Any] | None, out_channels: int) -> list[str]:

@@ -1,15 +1,14 @@
 """Oversmoothing diagnostics: per-layer cosine similarity and Dirichlet energy, GFSA frequency response.
 
->>> from gea_graph.diagnostics.loading import load_trained, dataset_graphs       # doctest: +SKIP
->>> model, recipe = load_trained("runs/gfsa/checkpoints/best.ckpt")              # doctest: +SKIP
->>> batch = Batch.from_data_list(dataset_graphs("zinc", recipe, "test", first=64))  # doctest: +SKIP
->>> diagnose({"gfsa": model}, [batch], Path("diag"))                             # doctest: +SKIP
+>>> trained = gea_graph.load_model("runs/gfsa/checkpoints/best.ckpt")            # doctest: +SKIP
+>>> batch = Batch.from_data_list(trained.dataset_graphs("zinc", "test", first=64))  # doctest: +SKIP
+>>> diagnose({"gfsa": trained.model}, [batch], Path("diag"))                     # doctest: +SKIP
 
 * :mod:`gea_graph.diagnostics.measures`: the measures on node representations and the filter response.
 * :mod:`gea_graph.diagnostics.collect`: per-layer node representations of any model with a ``layers`` stack.
 * :mod:`gea_graph.diagnostics.report`: tables, CSV files and the plot (``gea-graph diagnose``).
-* :mod:`gea_graph.diagnostics.loading`: a trained model from a checkpoint and graphs with its recipe's encodings
-  (imports the training stack, so it is not imported here).
+
+A trained model and graphs made as its training graphs were come from :mod:`gea_graph.inference`.
 """
 
 from gea_graph.diagnostics.collect import collect_node_states, node_states

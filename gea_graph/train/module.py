@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import Timer
 from torch import Tensor
 
 from gea_graph.models import build_model, count_parameters
+from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
 from gea_graph.train.metrics import (
     HIGHER_IS_BETTER,
     loss_fn,
@@ -179,6 +180,7 @@ class GraphTask(L.LightningModule):
     # -- state ----------------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gea_history"] = [dict(r) for r in self.history]
+        checkpoint[RECORD_KEY] = checkpoint_record(self.recipe)  # versions, featuriser, targets (train.metadata)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = [dict(r) for r in checkpoint.get("gea_history", [])]

@@ -22,6 +22,9 @@ import yaml
 from gea_graph.models import ModelConfig
 
 RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
+#: Version of the recipe schema (the sections and keys below). A checkpoint records it: a change that makes old
+#: recipes mean something else, or fail to load, raises it.
+RECIPE_SCHEMA_VERSION = 1
 #: Lightning's precision names a recipe may give (besides ``auto``).
 PRECISIONS = ("auto", "32-true", "32", "64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "16-true",
               "bf16-true", "transformer-engine")

@@ -1,9 +1,8 @@
 """Molecule attention pictures: atoms coloured by a model's attention scores, drawn with RDKit.
 
->>> from gea_graph.diagnostics.loading import load_trained, dataset_graphs      # doctest: +SKIP
->>> model, recipe = load_trained("runs/quick/checkpoints/best.ckpt")             # doctest: +SKIP
->>> graphs = dataset_graphs("zinc", recipe, "test", [0, 5])                      # doctest: +SKIP
->>> pic, records = attention_picture(model, graphs, kind="both")                 # doctest: +SKIP
+>>> trained = gea_graph.load_model("runs/quick/checkpoints/best.ckpt")           # doctest: +SKIP
+>>> graphs = trained.dataset_graphs("zinc", "test", [0, 5])                      # doctest: +SKIP
+>>> pic, records = attention_picture(trained.model, graphs, kind="both")         # doctest: +SKIP
 >>> pic.save("attention.png"); records[0].scores                                 # doctest: +SKIP
 
 * :mod:`gea_graph.viz.pictures`: the model-level API (:func:`attention_picture`, :func:`atom_attention`).

@@ -13,7 +13,7 @@ import torch
 from torch_geometric.data import Batch
 
 from gea_graph.cli import main
-from gea_graph.diagnostics.loading import dataset_graphs, load_trained
+from gea_graph.inference import load_model
 from gea_graph.nn.external_attention import ExternalAttention
 from gea_graph.train import GraphTask, fit, load_recipe
 from gea_graph.viz.pictures import attention_picture
@@ -55,12 +55,14 @@ def test_trained_checkpoint(trained, self_only, tmp_path, capsys):
     """One test, so that the trained checkpoint is made once even when the suite runs on several workers."""
     check_scores_are_the_layer_attention(trained)
     check_viz_command(trained, self_only, tmp_path, capsys)
+    check_smiles_are_featurised_as_the_training_set(trained, tmp_path, capsys)
     check_diagnose_command(trained, self_only, tmp_path, capsys)
 
 
 def check_scores_are_the_layer_attention(checkpoint: Path) -> None:
-    model, recipe = load_trained(checkpoint)
-    graphs = dataset_graphs("zinc", recipe, "test", [0, 5, 9])
+    trained = load_model(checkpoint)
+    model = trained.model
+    graphs = trained.dataset_graphs("zinc", "test", [0, 5, 9])
     picture, records = attention_picture(model, graphs, "external", layer=2)
     gea = next(m for m in model.layers[1].modules() if isinstance(m, ExternalAttention))
     seen = []
@@ -115,6 +117,25 @@ def check_viz_command(checkpoint: Path, self_only: Path, tmp_path: Path, capsys)
     assert svg.read_text().lstrip().startswith("<?xml")
 
 
+def check_smiles_are_featurised_as_the_training_set(checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """Regression: viz --smiles on a ZINC checkpoint featurised with OGB's 9 columns instead of ZINC's 28 types
+    (silently wrong pictures, and 'index out of range in self' for iodine). The molecule is drawn from the graph
+    the ZINC dataset holds for it (row 1,034 of the raw file, a training molecule)."""
+    smiles = "Cc1c(I)cnn1C"
+    scores = tmp_path / "iodine.csv"
+    argv = ["viz", str(checkpoint), "--smiles", smiles, "--out", str(tmp_path / "i.png"), "--scores", str(scores)]
+    assert main(argv) == 0, capsys.readouterr().err
+    trained = load_model(checkpoint)
+    (drawn,) = trained.graphs([smiles])
+    train = trained.featurizer.load_dataset("train")
+    stored = train[train.smiles.index(smiles)]
+    assert torch.equal(drawn.x, stored.x) and drawn.x.shape == (8, 1)  # the 28-type encoding, iodine = type 15
+    assert torch.equal(drawn.edge_attr, stored.edge_attr) and torch.equal(drawn.edge_index, stored.edge_index)
+    assert 15 in drawn.x.view(-1).tolist()
+    with scores.open() as handle:
+        assert len(list(csv.DictReader(handle))) == 8
+
+
 def check_diagnose_command(checkpoint: Path, other: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "diag"
     argv = ["diagnose", str(checkpoint), "--compare", str(other), "--dataset", "zinc"]
@@ -138,7 +159,7 @@ def test_viz_errors(self_only, tmp_path, capsys):
         main(["viz", str(self_only), "--smiles", "CCO", "C1CC(N", "--kind", "self", "--out", png])
         == 2
     )
-    assert "cannot parse SMILES 'C1CC(N'" in capsys.readouterr().err
+    assert "SMILES 'C1CC(N' (input 1): RDKit cannot parse this SMILES" in capsys.readouterr().err
     assert main(["viz", str(self_only), "--smiles", "CCO", "--kind", "external", "--out", png]) == 2
     assert "has no external attention" in capsys.readouterr().err
     assert main(["viz", str(self_only), "--smiles", "CCO", "--out", str(tmp_path / "x.jpg")]) == 2

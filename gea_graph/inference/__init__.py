@@ -1,0 +1,39 @@
+r"""Using a trained model: load a checkpoint, featurise inputs exactly as in training, predict, embed, evaluate
+and export.
+
+>>> import gea_graph
+>>> trained = gea_graph.load_model("runs/quick/checkpoints/best.ckpt")     # doctest: +SKIP
+>>> trained.predict(["CCO", "c1ccccc1O"]).values                           # doctest: +SKIP
+
+* :mod:`gea_graph.inference.checkpoint`: reading a checkpoint safely (weights only, on any device) and checking
+  its record (versions, featuriser, targets): :func:`load_model`, the one way to load a trained model.
+* :mod:`gea_graph.inference.model`: :class:`TrainedModel` (``.model``, ``.recipe``, ``.task``, ``.target_names``,
+  ``.predict``, ``.embed``).
+* :mod:`gea_graph.inference.inputs`: the inputs a model takes (SMILES, PyG graphs, a dataset's split), in chunks.
+
+This room sits above :mod:`gea_graph.train`, :mod:`gea_graph.models` and :mod:`gea_graph.data` and below
+:mod:`gea_graph.viz`, :mod:`gea_graph.diagnostics` and :mod:`gea_graph.cli`, which build on it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gea_graph.inference.checkpoint import convert_checkpoint, read_checkpoint
+from gea_graph.inference.model import Predictions, TrainedModel
+
+
+def load_model(path: str | os.PathLike, map_location: Any = "cpu") -> TrainedModel:
+    r"""The trained model of a ``gea-graph train`` checkpoint (``RUN/checkpoints/best.ckpt``), in eval mode on
+    :obj:`map_location` (default ``"cpu"``: a checkpoint saved on a GPU loads without one).
+
+    Read with ``torch.load(..., weights_only=True)``; the checkpoint's record (versions, featuriser, target names)
+    is checked against this installation (:mod:`gea_graph.inference.checkpoint`).
+
+    Raises:
+        gea_graph.train.CheckpointError: one line, for a missing, corrupt, foreign, too new or inconsistent file.
+    """
+    return read_checkpoint(path, map_location)
+
+
+__all__ = ["Predictions", "TrainedModel", "convert_checkpoint", "load_model"]

@@ -1,0 +1,78 @@
+r"""What a trained model can be given, in chunks of consecutive inputs: SMILES (featurised as in training), PyG
+graphs (``Data``, ``Batch``, a dataset) or a built-in dataset's split.
+
+Every source yields :class:`InputChunk` objects: a run of inputs, the graphs of the valid ones (readable as batches)
+and a reason for each invalid one. Chunks keep memory bounded whatever the number of inputs: a chunk's graphs are
+made when it is reached and dropped after it.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch_geometric.data import Batch, Data
+from torch_geometric.data import Dataset as PyGDataset
+
+from gea_graph.data.featurizer import Featurized, Featurizer, chunk_rows
+
+
+@dataclass
+class InputChunk:
+    r"""Inputs ``start .. start + size - 1`` of a source: their graphs (:attr:`graphs`: the valid inputs'
+    positions within the chunk, a reason for every other one) and the SMILES given (:obj:`None` for graphs, whose
+    ``smiles`` field, when they have one, is read from their batches)."""
+
+    start: int
+    size: int
+    graphs: Featurized
+    smiles: list[Any] | None = None
+
+
+class _GraphView:
+    r"""Graphs ``start ..`` of a list of ``Data`` or a PyG dataset, read as batches (a gea-graph dataset's own
+    column-wise :meth:`~gea_graph.data.CachedDataset.batch` where it has one)."""
+
+    def __init__(self, graphs: Any, start: int = 0) -> None:
+        self.graphs, self.start = graphs, start
+
+    def batch(self, index: Sequence[int] | np.ndarray) -> Batch:
+        index = np.asarray(index, dtype=np.int64) + self.start
+        if callable(getattr(self.graphs, "batch", None)) and not isinstance(self.graphs, list):
+            return self.graphs.batch(index)
+        return Batch.from_data_list([self.graphs[int(i)] for i in index])
+
+
+def smiles_chunks(smiles: Sequence[Any], featurizer: Featurizer, size: int | None = None) -> Iterator[InputChunk]:
+    r"""Chunks of a list of SMILES, featurised by :obj:`featurizer` chunk by chunk."""
+    size = size or chunk_rows()
+    for start in range(0, len(smiles), size):
+        part = list(smiles[start:start + size])
+        yield InputChunk(start, len(part), featurizer.featurize(part), part)
+
+
+def graph_chunks(graphs: Any, size: int | None = None) -> Iterator[InputChunk]:
+    r"""Chunks of PyG graphs (a ``Data``, a ``Batch``, a list of ``Data`` or a PyG dataset), taken as they are: they
+    must hold the fields the model was trained on."""
+    if isinstance(graphs, Batch):
+        graphs = graphs.to_data_list()
+    elif isinstance(graphs, Data):
+        graphs = [graphs]
+    if not isinstance(graphs, (list, tuple, PyGDataset)):
+        raise TypeError(f"inputs must be a list of SMILES, a PyG Data, Batch or Dataset, or a dataset name with "
+                        f"split=..., got {type(graphs).__name__}")
+    if isinstance(graphs, tuple):
+        graphs = list(graphs)
+    total = len(graphs)
+    size = size or chunk_rows()
+    for start in range(0, total, size):
+        count = min(size, total - start)
+        yield InputChunk(start, count, Featurized(_GraphView(graphs, start), np.arange(count), {}), None)
+
+
+def is_smiles_list(inputs: Any) -> bool:
+    r"""Whether :obj:`inputs` is a list (or tuple) of SMILES strings (empty cells allowed: ``None``)."""
+    return (isinstance(inputs, (list, tuple)) and len(inputs) > 0
+            and all(isinstance(s, str) or s is None for s in inputs)
+            and any(isinstance(s, str) for s in inputs))
