@@ -20,9 +20,9 @@ is asked (with one warning), so that predictions are made as the model was evalu
 from __future__ import annotations
 
 import warnings
-from functools import partial
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
