@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,3 +32,30 @@ def data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "datasets"
     monkeypatch.setenv("GEA_GRAPH_DATA", str(root))
     return root
+
+
+@pytest.fixture(scope="session")
+def shared_data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data root common to all xdist workers of this test session: the parent of the per-worker base temp under
+    xdist, the base temp itself without it (its parent is shared by every session: builds of older code would be
+    reused)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gea-graph-shared-datasets"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def build_once(shared_data_root: Path) -> Callable:
+    """``build_once(name, factory)`` runs ``factory(root)`` under a lock named after the dataset: the first worker
+    builds the processed cache, the others then just load it (different datasets build in parallel)."""
+
+    def run(name: str, factory: Callable):
+        with open(shared_data_root / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return factory(shared_data_root)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    return run
