@@ -211,7 +211,7 @@ class Featurizer:
 
         target = self.dataset if name is None else name.lower()
         if target not in DATASETS:
-            raise FeaturizerError(f"{name!r} is not a built-in dataset; known: {', '.join(DATASETS)}"
+            raise FeaturizerError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}"
                                   if name is not None else
                                   f"this model was trained on {'a CSV file' if self.dataset == 'csv' else 'a dataset class'}"
                                   f", not a built-in dataset: give its inputs as SMILES or graphs")

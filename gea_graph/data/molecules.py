@@ -54,7 +54,12 @@ class InvalidSmilesError(ValueError):
 
 class UnknownAtomTypeError(ValueError):
     """An atom (or bond) of a molecule is outside the featurisation's vocabulary (the Benchmarking-GNNs ZINC types,
-    or a bond stereo OGB does not list)."""
+    or a bond stereo OGB does not list). :attr:`reason` says what, in a few words (the message also names the
+    molecule and the vocabulary)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def _lookup(name: str, enum: type | None = None) -> tuple[dict, int]:
@@ -105,8 +110,8 @@ def mol_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # OGB's stereo look-up has no "misc" slot: an unlisted stereo is an error there and here.
         stereo = _STEREO[0].get(bond.GetStereo())
         if stereo is None:
-            raise UnknownAtomTypeError(f"bond {b} (atoms {i}-{j}) has stereo {bond.GetStereo()}, which is not in "
-                                       f"OGB's list {allowable_features['possible_bond_stereo_list']}")
+            reason = f"bond {b} (atoms {i}-{j}) has stereo {bond.GetStereo()}, which OGB's features do not list"
+            raise UnknownAtomTypeError(f"{reason} ({allowable_features['possible_bond_stereo_list']})", reason)
         feat = (_BOND_TYPE[0].get(bond.GetBondType(), _BOND_TYPE[1]), stereo, int(bond.GetIsConjugated()))
         edges += [(i, j), (j, i)]
         feats += [feat, feat]
@@ -158,16 +163,17 @@ def zinc_mol_arrays(mol: Chem.Mol, smiles: str = "") -> tuple[np.ndarray, np.nda
             raise UnknownAtomTypeError(
                 f"{smiles!r}: atom {a} ({atom.GetSmarts()} in the kekulé SMILES) has type {name!r}, which is not one "
                 f"of the 28 Benchmarking-GNNs ZINC atom types {list(ZINC_ATOM_TYPES)}; use features='ogb' for "
-                f"molecules outside ZINC's vocabulary")
+                f"molecules outside ZINC's vocabulary",
+                f"atom {a} ({atom.GetSmarts()}) has type {name!r}, not one of the 28 ZINC atom types")
         x[a, 0] = _ZINC_ATOM_ID[name]
     edges, feats = [], []
     for b in range(mol.GetNumBonds()):
         bond = mol.GetBondWithIdx(b)
         i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
         if bond.GetBondType() not in _ZINC_BOND_ID:
-            raise UnknownAtomTypeError(
-                f"{smiles!r}: bond {b} (atoms {i}-{j}) of the kekulised molecule is {bond.GetBondType()}, not one of "
-                f"SINGLE, DOUBLE, TRIPLE")
+            reason = (f"bond {b} (atoms {i}-{j}) of the kekulised molecule is {bond.GetBondType()}, not one of "
+                      f"SINGLE, DOUBLE, TRIPLE")
+            raise UnknownAtomTypeError(f"{smiles!r}: {reason}", reason)
         edges += [(i, j), (j, i)]
         feats += [_ZINC_BOND_ID[bond.GetBondType()]] * 2
     edge_index = np.ascontiguousarray(np.array(edges, dtype=np.int64).reshape(-1, 2).T)
@@ -233,7 +239,7 @@ def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, feat
             try:
                 out = arrays(mol, smi)
             except UnknownAtomTypeError as err:
-                refused.append((row, str(err)))
+                refused.append((row, err.reason))
                 continue
             yield row, smi, out
 

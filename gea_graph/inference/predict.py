@@ -1,0 +1,289 @@
+r"""``gea-graph predict``: predictions of one model or an ensemble for SMILES, a CSV file or a dataset's split,
+streamed in chunks to a CSV file (and the embeddings to a ``.npy`` file).
+
+Output (``preds.csv``), one row per input, row ``i`` for input ``i``::
+
+    <id column, or "row">, smiles, <target>..., [<target>_std...], [<target>_model<k>...], error
+
+* targets are named as in training (the training CSV's target columns, or the dataset card's names); for several
+  checkpoints they hold the ensemble's mean, ``<target>_std`` the standard deviation over the models (``ddof=0``)
+  and, with ``individual``, ``<target>_model<k>`` model ``k``'s value (``k``: the checkpoint's position, from 0);
+* an input that cannot be featurised keeps its row with empty predictions and its reason in ``error``.
+
+Memory stays bounded: the input is read, featurised, predicted and written :func:`~gea_graph.data.featurizer.chunk_rows`
+rows at a time (a CSV through pandas' chunked reader), so a million SMILES never hold a million graphs at once. The
+files are written to exclusively created temporaries and renamed into place when complete
+(:func:`gea_graph.data.files.exclusive_temporary`): a killed run leaves no half-written output.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from gea_graph.data.featurizer import chunk_rows
+from gea_graph.data.files import exclusive_temporary
+from gea_graph.inference.inputs import InputChunk, graph_chunks, smiles_chunks
+from gea_graph.inference.model import TrainedModel, common_featurizer, read_smiles
+
+#: OGB's required sizes of a PCQM4Mv2 submission (``PCQM4Mv2Evaluator.save_test_submission`` asserts them).
+PCQM4MV2_SUBMISSION_SIZES = {"test-dev": 147_037, "test-challenge": 147_432}
+
+
+@dataclass
+class Source:
+    r"""Where the inputs come from: the chunks, the number of inputs when known (for the progress bar), and for each
+    chunk the ids of its rows (``None``: the row numbers)."""
+
+    chunks: Iterator[InputChunk]
+    total: int | None
+    id_name: str = "row"
+    ids: list[list[Any]] = field(default_factory=list)
+
+
+def smiles_source(smiles: Sequence[str], models: Sequence[TrainedModel]) -> Source:
+    r"""SMILES given on the command line or in Python."""
+    featurizer = common_featurizer(models)
+    featurizer.check_smiles()
+    return Source(smiles_chunks(list(smiles), featurizer), len(smiles))
+
+
+def _count_rows(path: str) -> int | None:
+    r"""Data rows of a CSV (lines after the header), counted without parsing: only the progress bar's total."""
+    opener = gzip.open if path.endswith(".gz") else open
+    lines = 0
+    try:
+        with opener(path, "rb") as f:
+            while block := f.read(1 << 22):
+                lines += block.count(b"\n")
+    except OSError:
+        return None
+    return max(lines - 1, 0)
+
+
+def csv_source(path: str, smiles_column: str, id_column: str | None, models: Sequence[TrainedModel],
+               size: int | None = None) -> Source:
+    r"""A CSV file read :obj:`size` rows at a time (columns :obj:`smiles_column` and :obj:`id_column` only, as text:
+    ids are written back exactly as read, an empty cell is an invalid row)."""
+    import pandas as pd
+
+    featurizer = common_featurizer(models)
+    featurizer.check_smiles()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--csv: no file at {path}")
+    try:
+        header = list(pd.read_csv(path, nrows=0).columns)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ValueError(f"--csv {path} is not a readable CSV file ({str(err).strip().splitlines()[0]})") from None
+    for option, column in (("--smiles-column", smiles_column), ("--id-column", id_column)):
+        if column is not None and column not in header:
+            raise ValueError(f"{option} {column!r}: {path} has no such column; its columns are {header}")
+    columns = [smiles_column] + ([id_column] if id_column not in (None, smiles_column) else [])
+    source = Source(iter(()), _count_rows(path), id_column or "row")
+    size = size or chunk_rows()
+
+    def chunks() -> Iterator[InputChunk]:
+        start = 0
+        reader = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, na_filter=False,
+                             chunksize=size)
+        for table in reader:
+            smiles = table[smiles_column].tolist()
+            if id_column is not None:
+                source.ids.append(table[id_column].tolist())
+            yield InputChunk(start, len(smiles), featurizer.featurize(smiles), smiles)
+            start += len(smiles)
+
+    source.chunks = chunks()
+    return source
+
+
+def dataset_source(name: str, split: str, models: Sequence[TrainedModel], root: str | None = None) -> Source:
+    r"""Split :obj:`split` of the built-in dataset :obj:`name`, made with the models' featurisation in the data root
+    (:obj:`root`, else ``$GEA_GRAPH_DATA``, else ``./datasets``; never a path from a checkpoint)."""
+    dataset = common_featurizer(models).load_dataset(split, root, name=name)
+    return Source(graph_chunks(dataset), len(dataset))
+
+
+@dataclass
+class Summary:
+    r"""What a prediction run did."""
+
+    predicted: int = 0
+    invalid: int = 0
+    first_error: tuple[int, Any, str] | None = None
+    values: list[np.ndarray] = field(default_factory=list)  # the ensemble's means, kept for a submission only
+
+    def line(self) -> str:
+        return f"{self.predicted} predicted, {self.invalid} invalid"
+
+
+def _format(value: float) -> str:
+    return "" if np.isnan(value) else f"{value:.8g}"
+
+
+def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | os.PathLike,
+                     batch_size: int | None = None, embeddings: str | os.PathLike | None = None,
+                     individual: bool = False, strict: bool = False, keep_values: bool = False,
+                     progress: bool = True) -> Summary:
+    r"""Predicts every input of :obj:`source` with :obj:`models` and writes ``preds.csv`` to :obj:`out` (the module
+    docstring gives its columns) and, with :obj:`embeddings`, each input's graph representation to a ``.npy`` file
+    (``[N, d]`` for one model, ``[N, M, d]`` for M models; NaN rows for invalid inputs), both in input order.
+
+    With :obj:`strict`, the first invalid input is an error (nothing is written). :obj:`keep_values` keeps the
+    ensemble's mean predictions in the returned :class:`Summary` (a PCQM4Mv2 submission needs them).
+
+    Raises:
+        ValueError: with :obj:`strict`, naming the first invalid input and why.
+    """
+    models = list(models)
+    common_featurizer(models)
+    names = models[0].target_names
+    several = len(models) > 1
+    header = ([source.id_name, "smiles", *names] + ([f"{n}_std" for n in names] if several else [])
+              + ([f"{n}_model{k}" for k in range(len(models)) for n in names] if individual else []) + ["error"])
+    summary = Summary()
+    for path in (out, embeddings):
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=source.total, unit="mol", desc="predict", leave=False,
+                                       disable=not progress))
+        tmp = stack.enter_context(exclusive_temporary(out))
+        writer = csv.writer(stack.enter_context(open(tmp, "w", newline="")))
+        writer.writerow(header)
+        raw = None
+        if embeddings is not None:
+            raw_path = stack.enter_context(tempfile.TemporaryDirectory(dir=Path(embeddings).parent or "."))
+            raw = stack.enter_context(open(Path(raw_path) / "embeddings.raw", "wb"))
+        width = None
+        for index, chunk in enumerate(source.chunks):
+            bar.set_postfix_str("predicting")
+            texts: list[Any] = []
+            outs, embs = [], []
+            for k, model in enumerate(models):
+                collect = texts if (k == 0 and chunk.smiles is None) else None
+                values, emb = model.run(chunk.graphs, batch_size, embeddings=raw is not None,
+                                        on_batch=None if collect is None else
+                                        (lambda b, into=collect: read_smiles(into, b)))
+                outs.append(values.numpy())
+                if emb is not None:
+                    embs.append(emb.numpy())
+            smiles = chunk.smiles if chunk.smiles is not None else texts
+            ids = source.ids[index] if index < len(source.ids) else range(chunk.start, chunk.start + chunk.size)
+            errors = chunk.graphs.errors
+            if strict and errors:
+                row = min(errors)
+                raise ValueError(f"--strict: input row {chunk.start + row} ({smiles[row]!r}) is invalid: "
+                                 f"{errors[row]}")
+            stacked = np.stack(outs)  # [M, G, T]
+            mean = stacked.mean(axis=0)
+            std = stacked.std(axis=0)
+            position = {int(r): g for g, r in enumerate(chunk.graphs.rows.tolist())}
+            for i in range(chunk.size):
+                g = position.get(i)
+                if g is None:
+                    cells = [""] * (len(header) - 3)
+                    summary.invalid += 1
+                    if summary.first_error is None:
+                        summary.first_error = (chunk.start + i, smiles[i], errors.get(i, ""))
+                else:
+                    cells = [_format(v) for v in mean[g]]
+                    if several:
+                        cells += [_format(v) for v in std[g]]
+                    if individual:
+                        cells += [_format(v) for k in range(len(models)) for v in stacked[k, g]]
+                    summary.predicted += 1
+                smiles_text = smiles[i] if isinstance(smiles[i], str) else ""
+                writer.writerow([ids[i], smiles_text, *cells, errors.get(i, "")])
+            if keep_values:
+                block = np.full((chunk.size, len(names)), np.nan, np.float32)
+                block[chunk.graphs.rows] = mean
+                summary.values.append(block)
+            if raw is not None:
+                width = _write_embeddings(raw, embs, chunk, width)
+            bar.update(chunk.size)
+        if raw is not None:
+            raw.flush()
+            shape = (summary.predicted + summary.invalid,) + ((len(models),) if several else ()) + (width or 0,)
+            _finish_npy(Path(raw.name), embeddings, shape)
+    return summary
+
+
+def _write_embeddings(raw: Any, embs: list[np.ndarray], chunk: InputChunk, width: int | None) -> int:
+    dims = {e.shape[1] for e in embs}
+    if len(dims) > 1:
+        raise ValueError(f"--embeddings: the models' representations have different sizes {sorted(dims)}; write "
+                         f"them one model at a time")
+    d = dims.pop() if dims else (width or 0)
+    block = np.full((chunk.size, len(embs), d), np.nan, dtype=np.float32)
+    for k, e in enumerate(embs):
+        block[chunk.graphs.rows, k] = e
+    raw.write(np.ascontiguousarray(block).tobytes())
+    return d
+
+
+def _finish_npy(raw: Path, path: str | os.PathLike, shape: tuple[int, ...]) -> None:
+    r"""The ``.npy`` file of the streamed float32 values in :obj:`raw` (header, then the values copied in blocks)."""
+    with exclusive_temporary(path) as tmp, open(tmp, "wb") as f, open(raw, "rb") as values:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                 "fortran_order": False, "shape": shape})
+        shutil.copyfileobj(values, f, 1 << 22)
+
+
+def bench_checkpoints(folder: str | os.PathLike, recipe: str) -> list[str]:
+    r"""The ``best.ckpt`` of every complete seed of :obj:`recipe` in a ``gea-graph bench`` output folder
+    (``DIR/RECIPE/seed<k>/``, complete: holding ``result.json``), in seed order."""
+    base = Path(folder) / recipe
+    if not base.is_dir():
+        known = sorted(p.name for p in Path(folder).iterdir() if p.is_dir()) if Path(folder).is_dir() else []
+        raise FileNotFoundError(f"--bench: no runs of {recipe!r} in {folder} (it holds {known or 'nothing'})")
+    runs = sorted((p for p in base.glob("seed*") if p.name[4:].isdigit()), key=lambda p: int(p.name[4:]))
+    found = [str(p / "checkpoints" / "best.ckpt") for p in runs
+             if (p / "result.json").is_file() and (p / "checkpoints" / "best.ckpt").is_file()]
+    if not found:
+        raise FileNotFoundError(f"--bench: {base} holds no complete run (seed*/result.json and "
+                                f"seed*/checkpoints/best.ckpt)")
+    return found
+
+
+def write_pcqm4mv2_submission(values: np.ndarray, split: str, folder: str | os.PathLike) -> Path:
+    r"""OGB's PCQM4Mv2 submission file for :obj:`split` (``test-dev`` or ``test-challenge``) in :obj:`folder`,
+    written by ``PCQM4Mv2Evaluator.save_test_submission`` (into a fresh temporary folder, then moved into place).
+
+    Raises:
+        ValueError: when the number of predictions is not the one OGB requires for the split.
+    """
+    from ogb.lsc import PCQM4Mv2Evaluator
+
+    if split not in PCQM4MV2_SUBMISSION_SIZES:
+        raise ValueError(f"--ogb-submission: split {split!r} has no submission; OGB takes "
+                         f"{' or '.join(PCQM4MV2_SUBMISSION_SIZES)}")
+    y_pred = np.asarray(values, dtype=np.float32).reshape(-1)
+    need = PCQM4MV2_SUBMISSION_SIZES[split]
+    if y_pred.shape != (need,):
+        raise ValueError(f"--ogb-submission: OGB's {split} submission holds {need:,} predictions, but the {split} "
+                         f"split here has {y_pred.size:,} graphs (a replica or a subset is not OGB's split)")
+    if np.isnan(y_pred).any():
+        raise ValueError(f"--ogb-submission: {int(np.isnan(y_pred).sum())} {split} graphs have no prediction")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".submission-", dir=folder))
+    try:
+        PCQM4Mv2Evaluator().save_test_submission({"y_pred": y_pred}, str(staging), split)
+        (written,) = list(staging.iterdir())
+        target = folder / written.name
+        with exclusive_temporary(target) as tmp:
+            os.replace(written, tmp)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
