@@ -17,6 +17,7 @@ from gea_graph.models import build_model, count_parameters
 from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
 from gea_graph.train.metrics import (
     HIGHER_IS_BETTER,
+    LinkTargets,
     loss_fn,
     make_metric,
     metric_input,
@@ -79,6 +80,11 @@ def labelled(pred: Tensor, target: Tensor, task: str) -> tuple[Tensor, Tensor]:
     return pred[mask], target[mask]
 
 
+def target_count(target: Tensor | LinkTargets) -> int:
+    r"""How many targets a batch has (link ranking: its positive pairs)."""
+    return target.index.numel() if isinstance(target, LinkTargets) else target.numel()
+
+
 class GraphTask(L.LightningModule):
     r"""Trains the model of a recipe.
 
@@ -129,7 +135,7 @@ class GraphTask(L.LightningModule):
     def training_step(self, batch, batch_idx: int) -> Tensor:
         pred, target = labelled(*prepare(self.model(batch), batch, self.task), self.task)
         # a batch without any labelled target contributes 0 (not NaN) and keeps the graph connected
-        loss = self.loss(pred, target) if target.numel() else pred.sum() * 0.0
+        loss = self.loss(pred, target) if target_count(target) else pred.sum() * 0.0
         aux = self.model.aux_loss()
         total = loss + aux
         size = batch.num_graphs
@@ -146,7 +152,7 @@ class GraphTask(L.LightningModule):
             target = target.nan_to_num(-1.0) if target.is_floating_point() else target
         else:
             pred, target = labelled(pred, target, self.task)
-        if target.numel() == 0:
+        if target_count(target) == 0:
             return
         metric = self.val_metric if dataloader_idx == 0 else self.test_metric
         metric.update(*metric_input(self.metric_name, pred, target))

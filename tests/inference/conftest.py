@@ -16,11 +16,11 @@ from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
 #: the whole of ZINC (so that its recorded test metric is the whole test split's).
 ZINC_RUN = ["data.pe=lap:4", "model.pe.kind=lap", "model.pe.size=4", "model.pe.dim=4", "model.hidden=16",
             "model.layers=1", "trainer.max_epochs=1", "trainer.max_time=null", "trainer.batch_size=128"]
-#: The Peptides-func run: GCN + GEANet without PE (its data is the data tests' build), on the first 64 graphs of each
-#: split.
+#: The Peptides-func run: GCN + GEANet without PE (its data is the data tests' build), one epoch on the whole of
+#: Peptides-func.
 PEPTIDES_RUN = ["optim.horizon=epochs", "data.pe=null", "model.pe=null", "model.hidden=16", "model.layers=1",
-                "model.gea_heads=2", "model.units=4", "data.subset=64", "trainer.max_epochs=1", "trainer.max_time=null",
-                "trainer.batch_size=32"]
+                "model.gea_heads=2", "model.units=4", "trainer.max_epochs=1", "trainer.max_time=null",
+                "trainer.batch_size=128"]
 
 
 @pytest.fixture(scope="session", autouse=True)
