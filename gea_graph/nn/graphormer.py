@@ -109,7 +109,8 @@ def _densify(spd_index: Tensor, batch: Tensor, values: Tensor, batch_size: int |
     local = spd_index - start[graph]
     flat = (graph * N + local[0]) * N + local[1]
     dense = values.new_zeros(batch_size * N * N, values.size(-1)).index_add_(0, flat, values)
-    return dense.view(batch_size, N, N, -1).permute(0, 3, 1, 2).contiguous()
+    # every size named (no -1): torch.export then needs no guard on N or the batch size being 1
+    return dense.view(batch_size, N, N, values.size(-1)).permute(0, 3, 1, 2).contiguous()
 
 
 class SpatialEncoding(Module):
@@ -227,12 +228,15 @@ class EdgeEncoding(Module):
                              f"the PE spec 'spd:D:paths={self.max_hops}' (or more paths) or lower max_hops")
         e = self.embed_edges(edge_attr)
         P, L = spd_path.size(0), self.max_hops
-        if e.size(0) == 0 or L == 0:
+        if L == 0:
             return e.new_zeros(P, self.heads)
         path = spd_path[:, :L]
         valid = path >= 0
-        gid = (path + edge_offsets[pair_graph].unsqueeze(-1)).masked_fill(~valid, 0)
-        hops = e[gid] * valid.unsqueeze(-1).to(e.dtype)  # [P, L, H]
+        # Row 0 is a zero row that the padding (-1) reads: no branch on whether the batch has edges at all, which
+        # torch.export would fix at the traced batch's answer.
+        e = torch.cat([e.new_zeros((1, ) + tuple(e.shape[1:])), e])
+        gid = (path + 1 + edge_offsets[pair_graph].unsqueeze(-1)).masked_fill(~valid, 0)
+        hops = e[gid]  # [P, L, H]
         # sum_n x_{e_n} W_n as one matmul over the (hop, head) axis
         out = hops.reshape(P, L * self.heads) @ self.hop_weight.reshape(L * self.heads, self.heads)
         # min(SPD, L) is the number of path edges read (also past the data's distance cap)

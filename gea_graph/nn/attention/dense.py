@@ -33,13 +33,29 @@ def to_dense(
         nodes = max_num_nodes or 0
         return (x.new_zeros(size, nodes, *x.shape[1:]),
                 torch.zeros(size, nodes, dtype=torch.bool, device=x.device))
-    if (batch is not None and batch.numel() > 1 and not torch.compiler.is_compiling()
+    # is_compiling first: under torch.compile / torch.export the node count must not be compared (a guard).
+    if (not torch.compiler.is_compiling() and batch is not None and batch.numel() > 1
             and bool((batch[1:] < batch[:-1]).any())):
         raise ValueError("to_dense: the batch vector is not sorted (the nodes of each graph must be "
                          "contiguous and graphs in increasing order, as in a PyG Batch); sort the "
                          "nodes by graph first, e.g. with batch.sort(stable=True)")
+    if batch is not None and batch_size is not None and max_num_nodes is not None:
+        return _to_dense_sized(x, batch, batch_size, max_num_nodes)
     return to_dense_batch(x, batch, fill_value=0.0, max_num_nodes=max_num_nodes,
                           batch_size=batch_size)
+
+
+def _to_dense_sized(x: Tensor, batch: Tensor, batch_size: int, max_num_nodes: int) -> tuple[Tensor, Tensor]:
+    # to_dense_batch with both sizes given, written with index_copy: PyG's `out[idx] = x` broadcasts a one-row x,
+    # so torch.export / torch.compile guard on the node count being 1 (a one-node batch would need its own graph).
+    counts = torch.zeros(batch_size, dtype=torch.long, device=x.device).scatter_add_(
+        0, batch, torch.ones_like(batch))
+    first = torch.cumsum(counts, 0) - counts  # index of each graph's first node
+    slot = batch * max_num_nodes + (torch.arange(x.size(0), device=x.device) - first[batch])
+    out = x.new_zeros((batch_size * max_num_nodes, ) + tuple(x.shape[1:])).index_copy(0, slot, x)
+    mask = torch.zeros(batch_size * max_num_nodes, dtype=torch.bool, device=x.device).index_fill(0, slot, True)
+    return (out.view((batch_size, max_num_nodes) + tuple(x.shape[1:])),
+            mask.view(batch_size, max_num_nodes))
 
 
 def from_dense(x_dense: Tensor, mask: Tensor, num_nodes: int | None = None) -> Tensor:
@@ -48,11 +64,13 @@ def from_dense(x_dense: Tensor, mask: Tensor, num_nodes: int | None = None) -> T
     :obj:`num_nodes` (the number of real nodes, ``x.size(0)`` before :func:`to_dense`) fixes the
     output size, so no host sync is needed and :func:`torch.compile` sees a static-size gather
     (:func:`torch.nonzero_static`) instead of a data-dependent boolean index."""
-    flat = mask.reshape(-1)
     if num_nodes is None:
-        num_nodes = int(flat.sum())
-    index = torch.nonzero_static(flat, size=num_nodes).view(-1)
-    return x_dense.reshape((-1, ) + tuple(x_dense.shape[2:])).index_select(0, index)
+        num_nodes = int(mask.sum())
+    # (graph, position) of every real node, row-major = PyG's node order. No reshape: the mask may be a slice (a
+    # Graphormer's nodes after its graph token), whose reshape is a view or a copy depending on the batch size being
+    # 1, a guard under torch.export.
+    index = torch.nonzero_static(mask, size=num_nodes)
+    return x_dense[index[:, 0], index[:, 1]]
 
 
 def key_padding_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
