@@ -158,7 +158,6 @@ def export_model(trained: TrainedModel) -> tuple[Any, dict[str, Any]]:
     wrapper = BatchInputs(model, takes_bound).eval()
     batch = Batch.from_data_list(example_graphs(trained))
     inputs, num_graphs, max_nodes = batch_inputs(batch)
-    names = list(inputs)
     spec, shapes = _dims(inputs, batch)
     name = architecture(trained)
     if not takes_bound:
