@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import runpy
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,7 @@ def _blocks(language: str) -> list[str]:
 
 
 def test_readme_model_example_trains_and_loss_falls(mirror, data_root, tmp_path, monkeypatch, capsys):
-    (example,) = _blocks("python")
+    example = _blocks("python")[0]
     script = tmp_path / "example.py"
     script.write_text(example)
     monkeypatch.chdir(tmp_path)
@@ -49,3 +53,65 @@ def test_readme_commands_name_real_subcommands_and_recipes():
 def test_ci_runs_the_readme_test_command(command):
     assert command in _blocks("bash")[2]
     assert command in (README.parent / ".ci" / "run").read_text()
+
+
+@pytest.fixture(scope="module")
+def quick_checkpoint(tmp_path_factory) -> Path:
+    """``runs/quick/checkpoints/best.ckpt`` of the README: the geaet-zinc-quick model in a training checkpoint's
+    format (freshly initialised: the examples show how to use a model, not how good it is)."""
+    import torch
+
+    from gea_graph.train import GraphTask, load_recipe
+    from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
+
+    recipe = load_recipe("geaet-zinc-quick")
+    torch.manual_seed(0)
+    task = GraphTask(recipe.to_dict())
+    path = tmp_path_factory.mktemp("readme") / "runs" / "quick" / "checkpoints" / "best.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                RECORD_KEY: checkpoint_record(recipe)}, path)
+    return path
+
+
+def test_readme_use_a_trained_model(mirror, quick_checkpoint, shared_data_root, tmp_path, monkeypatch, capsys):
+    example = _blocks("python")[1]
+    assert example.startswith("import gea_graph")
+    monkeypatch.chdir(quick_checkpoint.parents[3])
+    monkeypatch.setenv("GEA_GRAPH_DATA", str(shared_data_root))
+    runpy.run_path(str(_write(tmp_path / "use.py", example)), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "graph_regression ['score']"
+    assert lines[1].startswith("CCO ") and lines[2].startswith("c1ccccc1O ")
+    assert lines[3].startswith("C[Si](C)(C)C        nan  outside the model's 'bench' vocabulary: atom 1 ([Si])")
+    assert lines[4].startswith("1000 test molecules, first ")
+
+
+def test_readme_exported_model_runs_with_torch_and_pyg_alone(quick_checkpoint, tmp_path):
+    """The README's block runs in a fresh interpreter in which ``import gea_graph`` fails, and prints the
+    predictions gea-graph makes for the same molecules."""
+    import gea_graph
+    from gea_graph.inference.export import check_replay, export_model, save_export
+
+    example = _blocks("python")[2]
+    trained = gea_graph.load_model(quick_checkpoint)
+    program, metadata = export_model(trained)
+    check_replay(program, trained, [i["name"] for i in metadata["inputs"]])
+    save_export(program, metadata, tmp_path / "model.pt2")
+    script = _write(tmp_path / "exported.py", example)
+    guard = ("import sys; sys.modules['gea_graph'] = None; import runpy; "
+             f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", guard], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    names, values = done.stdout.strip().split(" ", 1)[0], done.stdout.strip().split(" ", 1)[1]
+    assert names == "['score']"
+    expected = trained.predict(["CCO", "CO"]).values
+    assert [v for row in json.loads(values) for v in row] == pytest.approx(expected.reshape(-1).tolist(),
+                                                                            rel=1e-4, abs=1e-5)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

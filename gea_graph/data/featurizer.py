@@ -73,6 +73,13 @@ class Featurized:
         assert self.store is not None
         return self.store.batch(np.asarray(positions, dtype=np.int64))
 
+    def num_nodes(self) -> np.ndarray | None:
+        r"""The node count of every graph (``[len(rows)]``), when the graphs' store can tell without building them."""
+        if isinstance(self.store, GraphStore):
+            return np.asarray(self.store.num_nodes, dtype=np.int64)
+        sizes = getattr(self.store, "num_nodes_per_graph", None)
+        return sizes() if callable(sizes) else None
+
 
 @dataclass(frozen=True)
 class Featurizer:

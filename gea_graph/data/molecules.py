@@ -21,6 +21,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,13 +30,14 @@ import torch
 from ogb.utils.features import allowable_features
 from rdkit import Chem, RDLogger
 from torch_geometric.data import Data
+from torch_geometric.transforms import Compose
 
 from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
 from gea_graph.data.store import Columns, build_store
-from gea_graph.transforms import ShortestPathDistance, apply_many
+from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
 _NUMPY_SAFE_GLOBALS = [np.ndarray, np.dtype, np.dtypes.Int64DType, np.dtypes.Int32DType]
@@ -246,13 +248,29 @@ def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, feat
     return parse()
 
 
+#: The pre-transforms :func:`molecule_columns` applies on arrays: node-level positional encodings computed from
+#: ``edge_index`` alone, and Graphormer's shortest paths.
+COLUMN_TRANSFORMS = (LapPE, RWPE, ShortestPathDistance)
+
+
+def column_transforms(transform: Callable | None) -> list | None:
+    """The parts of a pre-transform (a :class:`~torch_geometric.transforms.Compose` is unrolled) when
+    :func:`molecule_columns` can apply all of them (:data:`COLUMN_TRANSFORMS`), else :obj:`None`."""
+    parts = [] if transform is None else list(transform.transforms) if isinstance(transform, Compose) else [transform]
+    return parts if all(type(p) in COLUMN_TRANSFORMS for p in parts) else None
+
+
 def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequence[int] | np.ndarray,
-                     features: str = "ogb", shortest_paths: ShortestPathDistance | None = None,
+                     features: str = "ogb", transform: Callable | None = None,
                      refused: list[tuple[int, str]] | None = None
                      ) -> tuple[Columns, np.ndarray, list[tuple[int, object]]]:
-    """What :func:`molecule_graphs` gives (and, with :obj:`shortest_paths`, that transform on each graph), as the
-    store's columns directly: no :class:`~torch_geometric.data.Data` per molecule. Returns ``(columns, kept,
-    bad)``; the store holds the same graphs either way (tested)."""
+    """What :func:`molecule_graphs` gives (and, with :obj:`transform`, that pre-transform on each graph: LapPE,
+    RWPE, shortest paths or a ``Compose`` of them, see :func:`column_transforms`), as the store's columns directly:
+    no :class:`~torch_geometric.data.Data` per molecule. Returns ``(columns, kept, bad)``; the store holds the same
+    graphs either way (tested)."""
+    parts = column_transforms(transform)
+    if parts is None:
+        raise ValueError(f"molecule_columns applies {[t.__name__ for t in COLUMN_TRANSFORMS]} only, not {transform!r}")
     targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
     xs, edges, attrs, texts, kept, bad = [], [], [], [], [], []
     for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad, refused):
@@ -274,12 +292,22 @@ def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequen
     y = targets[kept_rows]
     out.add("y", y[:, 0] if targets.shape[1] == 1 else y, np.ones(len(kept_rows), np.int64), torch.float32)
     out.add_text("smiles", texts)
-    if shortest_paths is not None:
-        spd, path = shortest_paths.arrays_many(num_nodes, edge_index, num_edges)
-        pairs = num_nodes * num_nodes
-        out.add("spd", spd, pairs, torch.int64)
-        out.add("spd_path", path, pairs, torch.int64)
-        out.add_derived("spd_index")
+    for part in parts:
+        if isinstance(part, ShortestPathDistance):
+            spd, path = part.arrays_many(num_nodes, edge_index, num_edges)
+            pairs = num_nodes * num_nodes
+            out.add("spd", spd, pairs, torch.int64)
+            out.add("spd_path", path, pairs, torch.int64)
+            out.add_derived("spd_index")
+            continue
+        # Node-level encodings read edge_index and num_nodes only: graph stubs instead of Data objects.
+        stubs = [SimpleNamespace(edge_index=torch.from_numpy(e), num_nodes=int(n)) for e, n in zip(edges, num_nodes)]
+        part.forward_many(stubs)
+        for key in (vars(stubs[0]) if stubs else {}):
+            if key in ("edge_index", "num_nodes"):
+                continue
+            values = [getattr(stub, key) for stub in stubs]
+            out.add(key, np.concatenate([v.numpy() for v in values]), num_nodes, values[0].dtype)
     return out, kept_rows, bad
 
 
@@ -294,11 +322,10 @@ def featurize_chunk(smiles: Sequence[object], targets: np.ndarray, rows: Sequenc
     its training set.
 
     Returns ``(graphs, kept, bad)`` as :func:`molecule_graphs`: the graphs as store columns (without a pre-filter
-    and with no pre-transform or Graphormer's shortest paths only: no ``Data`` per molecule, see
+    and with positional encodings and shortest paths only: no ``Data`` per molecule, see
     :func:`molecule_columns`) or as a list of ``Data``; their rows; the rows RDKit cannot parse. Molecules outside
     the vocabulary raise, or go to :obj:`refused` when given (see :func:`molecule_graphs`)."""
-    columnar = pre_filter is None and (pre_transform is None or isinstance(pre_transform, ShortestPathDistance))
-    if columnar:  # the common case (no PE, or Graphormer's paths): arrays straight into columns
+    if pre_filter is None and column_transforms(pre_transform) is not None:  # arrays straight into columns
         return molecule_columns(smiles, targets, rows, features, pre_transform, refused)
     graphs, kept, bad = molecule_graphs(smiles, targets, rows, features, refused)
     if pre_filter is not None:

@@ -34,8 +34,15 @@ class _GraphView:
     r"""Graphs ``start ..`` of a list of ``Data`` or a PyG dataset, read as batches (a gea-graph dataset's own
     column-wise :meth:`~gea_graph.data.CachedDataset.batch` where it has one)."""
 
-    def __init__(self, graphs: Any, start: int = 0) -> None:
-        self.graphs, self.start = graphs, start
+    def __init__(self, graphs: Any, start: int = 0, count: int | None = None) -> None:
+        self.graphs, self.start, self.count = graphs, start, count
+
+    def num_nodes_per_graph(self) -> np.ndarray | None:
+        r"""The node counts of this view's graphs, from a gea-graph dataset's store (:obj:`None` otherwise)."""
+        sizes = getattr(self.graphs, "num_nodes_per_graph", None)
+        if self.count is None or not callable(sizes) or getattr(self.graphs, "store", None) is None:
+            return None  # not a dataset over a store (a list, TreeNeighbourMatch's shared tree)
+        return np.asarray(sizes(), dtype=np.int64)[self.start:self.start + self.count]
 
     def batch(self, index: Sequence[int] | np.ndarray) -> Batch:
         index = np.asarray(index, dtype=np.int64) + self.start
@@ -68,7 +75,7 @@ def graph_chunks(graphs: Any, size: int | None = None) -> Iterator[InputChunk]:
     size = size or chunk_rows()
     for start in range(0, total, size):
         count = min(size, total - start)
-        yield InputChunk(start, count, Featurized(_GraphView(graphs, start), np.arange(count), {}), None)
+        yield InputChunk(start, count, Featurized(_GraphView(graphs, start, count), np.arange(count), {}), None)
 
 
 def is_smiles_list(inputs: Any) -> bool:

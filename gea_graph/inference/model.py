@@ -181,10 +181,11 @@ class TrainedModel:
     # -- running ----------------------------------------------------------------------------------------------------
     @torch.no_grad()
     def run(self, graphs: Featurized, batch_size: int | None = None, logits: bool = False,
-            embeddings: bool = False, on_batch: Callable[[Any], None] | None = None
+            embeddings: bool = False, on_batch: Callable[[Any, np.ndarray], None] | None = None
             ) -> tuple[Tensor, Tensor | None]:
         r"""Outputs ``[G, T]`` (and with :obj:`embeddings` the head's inputs ``[G, d]``) of the valid graphs of a
-        chunk, in order. :obj:`on_batch` sees every batch (e.g. to read its ``smiles``)."""
+        chunk, in order. :obj:`on_batch` sees every batch and the positions of its graphs (e.g. to read their
+        ``smiles``)."""
         if self.task not in GRAPH_LEVEL_TASKS and not embeddings:
             raise ValueError(f"this model's task {self.task} has no prediction per graph (one per node or node "
                              f"pair): use .embed(...), or run .model on batches")
@@ -194,11 +195,16 @@ class TrainedModel:
         seen: list[Tensor] = []
         hook = self.model.head.register_forward_pre_hook(lambda _m, args: seen.append(args[0])) \
             if embeddings else None
+        count = len(graphs.rows)
+        # Graphs of similar size batched together (less padding in dense attention) where the batch does not matter
+        # to the outputs; a batch-dependent model sees the inputs in their order, as it was evaluated.
+        sizes = None if self.batch_dependent else graphs.num_nodes()
+        order = np.argsort(sizes, kind="stable") if sizes is not None else np.arange(count)
         try:
-            for start in range(0, len(graphs.rows), size):
-                batch = graphs.batch(np.arange(start, min(start + size, len(graphs.rows))))
+            for start in range(0, count, size):
+                batch = graphs.batch(order[start:start + size])
                 if on_batch is not None:
-                    on_batch(batch)
+                    on_batch(batch, order[start:start + size])
                 batch = batch.to(device)
                 seen.clear()
                 out = self.model(batch)
@@ -210,8 +216,9 @@ class TrainedModel:
             if hook is not None:
                 hook.remove()
         width = len(self.target_names)
-        values = torch.cat(outs) if outs else torch.zeros(0, width)
-        return values, (torch.cat(embs) if embs else None)
+        inverse = torch.from_numpy(np.argsort(order, kind="stable"))
+        values = torch.cat(outs)[inverse] if outs else torch.zeros(0, width)
+        return values, (torch.cat(embs)[inverse] if embs else None)
 
     def _activation(self, out: Tensor) -> Tensor:
         if self.task in ("graph_classification", "target_node"):
@@ -231,7 +238,7 @@ class TrainedModel:
                                                           list[str | None]]:
         values, embs, errors, smiles = [], [], [], []
         for chunk in self.chunks(inputs, split, root):
-            texts: list[str | None] = []
+            texts: dict[int, str | None] = {}
             out, emb = self.run(chunk.graphs, batch_size, logits, embeddings,
                                 on_batch=None if chunk.smiles is not None else partial(read_smiles, texts))
             rows = chunk.graphs.rows
@@ -244,7 +251,7 @@ class TrainedModel:
                 block[rows] = emb.numpy()
                 embs.append(block)
             errors += [chunk.graphs.errors.get(i) for i in range(chunk.size)]
-            smiles += list(chunk.smiles) if chunk.smiles is not None else texts
+            smiles += list(chunk.smiles) if chunk.smiles is not None else [texts.get(i) for i in range(chunk.size)]
         width = len(self.target_names)
         return (np.concatenate(values) if values else np.zeros((0, width), np.float32),
                 np.concatenate(embs) if embs else None, errors, smiles)
@@ -276,9 +283,10 @@ class TrainedModel:
         return embs
 
 
-def read_smiles(into: list[str | None], batch: Any) -> None:
-    r"""Appends the ``smiles`` of a batch's graphs to :obj:`into` (``None`` for graphs without one)."""
-    into.extend(getattr(batch, "smiles", None) or [None] * batch.num_graphs)
+def read_smiles(into: dict[int, str | None], batch: Any, positions: np.ndarray) -> None:
+    r"""Records the ``smiles`` of a batch's graphs at their positions in :obj:`into` (``None`` for graphs without
+    one)."""
+    into.update(zip(positions.tolist(), getattr(batch, "smiles", None) or [None] * batch.num_graphs))
 
 
 def common_featurizer(models: Iterable[TrainedModel]) -> Featurizer:

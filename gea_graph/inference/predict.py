@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -168,17 +169,16 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
         width = None
         for index, chunk in enumerate(source.chunks):
             bar.set_postfix_str("predicting")
-            texts: list[Any] = []
+            texts: dict[int, Any] = {}
             outs, embs = [], []
             for k, model in enumerate(models):
-                collect = texts if (k == 0 and chunk.smiles is None) else None
+                read = k == 0 and chunk.smiles is None
                 values, emb = model.run(chunk.graphs, batch_size, embeddings=raw is not None,
-                                        on_batch=None if collect is None else
-                                        (lambda b, into=collect: read_smiles(into, b)))
+                                        on_batch=partial(read_smiles, texts) if read else None)
                 outs.append(values.numpy())
                 if emb is not None:
                     embs.append(emb.numpy())
-            smiles = chunk.smiles if chunk.smiles is not None else texts
+            smiles = chunk.smiles if chunk.smiles is not None else [texts.get(i) for i in range(chunk.size)]
             ids = source.ids[index] if index < len(source.ids) else range(chunk.start, chunk.start + chunk.size)
             errors = chunk.graphs.errors
             if strict and errors:

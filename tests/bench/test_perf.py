@@ -120,3 +120,36 @@ def test_scale_group_rows(mirror: Path) -> None:
         assert row.reference is None or (math.isfinite(row.reference) and row.reference > 0), row
     assert rows[-1].reference is None and str(rows[-1].target) == "ours ≥ 10000"
     assert "peak RSS of the largest process" in rows[1].note and "load average" in rows[3].note
+
+
+def test_predict_rows_compare_the_ogb_pyg_path_on_the_same_model(mirror: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The predict rows on a few real ZINC molecules (the suite's ZINC build replaced by a stand-in holding their
+    SMILES); both paths predict the same values for the same model."""
+    import tempfile
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    from gea_graph.bench.perf import predict as perf_predict
+
+    smiles = pd.read_csv(mirror / "zinc-subset" / "smiles_score.csv")["SMILES"].tolist()[:40]
+    stand_in = types.SimpleNamespace(splits={"test": types.SimpleNamespace(smiles=smiles)})
+    monkeypatch.setattr(perf_predict, "build_zinc", lambda: stand_in)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two test processes share two cores
+    try:
+        rows = perf_predict.predict_rows(Settings.tiny())
+    finally:
+        torch.set_num_threads(threads)
+    assert [r.name for r in rows] == ["predict [ZINC GEAET checkpoint, SMILES to prediction]",
+                                      "predict throughput [ZINC GEAET checkpoint, SMILES to prediction]"]
+    assert rows[0].unit == "s/1000 mol" and str(rows[0].target) == "≤ 0.67"
+    assert rows[1].unit == "mol/s" and str(rows[1].target) == "ours ≥ 1000"
+    assert all(r.ours > 0 and r.reference > 0 for r in rows)
+    with tempfile.TemporaryDirectory() as folder:
+        trained = perf_predict.zinc_checkpoint(Path(folder))
+    ours = trained.predict(smiles).values
+    reference = perf_predict.reference_predict(trained.model, smiles, 16, 7)
+    np.testing.assert_allclose(ours, reference, rtol=1e-3, atol=1e-3)
