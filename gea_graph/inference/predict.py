@@ -157,7 +157,8 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        bar = stack.enter_context(tqdm(total=source.total, unit="mol", desc="predict", leave=False,
+        bar = stack.enter_context(tqdm(total=source.total, unit="mol", desc="predict (read, featurise, predict)",
+                                       leave=False,
                                        disable=not progress))
         tmp = stack.enter_context(exclusive_temporary(out))
         writer = csv.writer(stack.enter_context(open(tmp, "w", newline="")))
@@ -168,7 +169,6 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
             raw = stack.enter_context(open(Path(raw_path) / "embeddings.raw", "wb"))
         width = None
         for index, chunk in enumerate(source.chunks):
-            bar.set_postfix_str("predicting")
             texts: dict[int, Any] = {}
             outs, embs = [], []
             for k, model in enumerate(models):
