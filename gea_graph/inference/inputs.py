@@ -21,13 +21,15 @@ from gea_graph.data.featurizer import Featurized, Featurizer, chunk_rows
 @dataclass
 class InputChunk:
     r"""Inputs ``start .. start + size - 1`` of a source: their graphs (:attr:`graphs`: the valid inputs'
-    positions within the chunk, a reason for every other one) and the SMILES given (:obj:`None` for graphs, whose
-    ``smiles`` field, when they have one, is read from their batches)."""
+    positions within the chunk, a reason for every other one), the SMILES given (:obj:`None` for graphs, whose
+    ``smiles`` field, when they have one, is read from their batches) and the rows' ids (:obj:`None`: their
+    positions)."""
 
     start: int
     size: int
     graphs: Featurized
     smiles: list[Any] | None = None
+    ids: list[Any] | None = None
 
 
 class _GraphView:

@@ -43,13 +43,12 @@ PCQM4MV2_SUBMISSION_SIZES = {"test-dev": 147_037, "test-challenge": 147_432}
 
 @dataclass
 class Source:
-    r"""Where the inputs come from: the chunks, the number of inputs when known (for the progress bar), and for each
-    chunk the ids of its rows (``None``: the row numbers)."""
+    r"""Where the inputs come from: the chunks, the number of inputs when known (for the progress bar) and the name
+    of the id column."""
 
     chunks: Iterator[InputChunk]
     total: int | None
     id_name: str = "row"
-    ids: list[list[Any]] = field(default_factory=list)
 
 
 def smiles_source(smiles: Sequence[str], models: Sequence[TrainedModel]) -> Source:
@@ -90,7 +89,6 @@ def csv_source(path: str, smiles_column: str, id_column: str | None, models: Seq
         if column is not None and column not in header:
             raise ValueError(f"{option} {column!r}: {path} has no such column; its columns are {header}")
     columns = [smiles_column] + ([id_column] if id_column not in (None, smiles_column) else [])
-    source = Source(iter(()), _count_rows(path), id_column or "row")
     size = size or chunk_rows()
 
     def chunks() -> Iterator[InputChunk]:
@@ -99,13 +97,11 @@ def csv_source(path: str, smiles_column: str, id_column: str | None, models: Seq
                              chunksize=size)
         for table in reader:
             smiles = table[smiles_column].tolist()
-            if id_column is not None:
-                source.ids.append(table[id_column].tolist())
-            yield InputChunk(start, len(smiles), featurizer.featurize(smiles), smiles)
+            ids = table[id_column].tolist() if id_column is not None else None
+            yield InputChunk(start, len(smiles), featurizer.featurize(smiles), smiles, ids)
             start += len(smiles)
 
-    source.chunks = chunks()
-    return source
+    return Source(chunks(), _count_rows(path), id_column or "row")
 
 
 def dataset_source(name: str, split: str, models: Sequence[TrainedModel], root: str | None = None) -> Source:
@@ -168,7 +164,7 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
             raw_path = stack.enter_context(tempfile.TemporaryDirectory(dir=Path(embeddings).parent or "."))
             raw = stack.enter_context(open(Path(raw_path) / "embeddings.raw", "wb"))
         width = None
-        for index, chunk in enumerate(source.chunks):
+        for chunk in source.chunks:
             texts: dict[int, Any] = {}
             outs, embs = [], []
             for k, model in enumerate(models):
@@ -179,7 +175,7 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
                 if emb is not None:
                     embs.append(emb.numpy())
             smiles = chunk.smiles if chunk.smiles is not None else [texts.get(i) for i in range(chunk.size)]
-            ids = source.ids[index] if index < len(source.ids) else range(chunk.start, chunk.start + chunk.size)
+            ids = chunk.ids if chunk.ids is not None else range(chunk.start, chunk.start + chunk.size)
             errors = chunk.graphs.errors
             if strict and errors:
                 row = min(errors)
