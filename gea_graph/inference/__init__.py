@@ -10,6 +10,10 @@ and export.
 * :mod:`gea_graph.inference.model`: :class:`TrainedModel` (``.model``, ``.recipe``, ``.task``, ``.target_names``,
   ``.predict``, ``.embed``).
 * :mod:`gea_graph.inference.inputs`: the inputs a model takes (SMILES, PyG graphs, a dataset's split), in chunks.
+* :mod:`gea_graph.inference.predict`: ``gea-graph predict``: streamed predictions of one model or an ensemble to a
+  CSV (and embeddings to ``.npy``), OGB's PCQM4Mv2 submission file.
+* :mod:`gea_graph.inference.evaluate`: ``gea-graph evaluate``: the recipe's metric with the official evaluators.
+* :mod:`gea_graph.inference.export`: ``gea-graph export``: a ``torch.export`` program that runs without gea-graph.
 
 This room sits above :mod:`gea_graph.train`, :mod:`gea_graph.models` and :mod:`gea_graph.data` and below
 :mod:`gea_graph.viz`, :mod:`gea_graph.diagnostics` and :mod:`gea_graph.cli`, which build on it.
