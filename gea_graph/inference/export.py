@@ -26,6 +26,7 @@ record and the versions. An architecture that cannot be exported is refused in o
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from types import SimpleNamespace
@@ -37,6 +38,7 @@ from torch_geometric.data import Batch, Data
 
 from gea_graph.data.files import exclusive_temporary
 from gea_graph.inference.model import TrainedModel
+from gea_graph.models import build_model
 from gea_graph.train.metadata import installed_versions
 from gea_graph.transforms import parse_pe
 
@@ -74,6 +76,20 @@ def architecture(trained: TrainedModel) -> str:
              "graphormer": [m.attn], "pyg_gps": ["GINEConv", "GPSConv multihead"], "pyg_gine": ["GINEConv"]}
     names = [p for p in parts.get(m.family, []) if p]
     return f"{m.family} ({' + '.join(names)})" if names else m.family
+
+
+def traced_model(trained: TrainedModel) -> nn.Module:
+    r"""The network :func:`export_model` traces, on CPU: the trained one, or, where the model config lets the global
+    attention run several ways (``attn_impl``), the trained weights in the same network built with the padded dense
+    attention: every way computes the same function, and a fused kernel registered as a gea-graph custom operator
+    would make the file unloadable without gea-graph."""
+    cfg = trained.recipe.model
+    if ("attn_impl" not in {f.name for f in dataclasses.fields(cfg)} or cfg.attn_impl == "dense"
+            or cfg.attn is None or cfg.family.startswith("pyg_")):
+        return trained.model.cpu().eval()
+    model = build_model(dataclasses.replace(cfg, attn_impl="dense"))
+    model.load_state_dict(trained.model.state_dict())
+    return model.eval()
 
 
 def _tree(num_nodes: int, gen: torch.Generator) -> Tensor:
@@ -153,7 +169,7 @@ def export_model(trained: TrainedModel) -> tuple[Any, dict[str, Any]]:
     import torch.fx.experimental._config as fx_config
     from torch.export import Dim
 
-    model = trained.model.cpu().eval()
+    model = traced_model(trained)
     takes_bound = "max_num_nodes" in inspect.signature(model.forward).parameters
     wrapper = BatchInputs(model, takes_bound).eval()
     batch = Batch.from_data_list(example_graphs(trained))
