@@ -35,6 +35,7 @@ from gea_graph.models.layer_args import (
 from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 from gea_graph.nn import (
     CentralityEncoding,
+    GatedGCNLayer,
     GEAETLayer,
     GraphormerAttnBias,
     GraphormerLayer,
@@ -125,6 +126,18 @@ class GEAETModel(GraphModel):
         needs_edges = cfg.mpnn in _EDGE_MPNNS or (cfg.gea and cfg.edge_units)
         self.constant_edge = ConstantEdge(cfg.hidden) if self.edge_encoder is None and needs_edges else None
         self.layers = ModuleList([self._layer(cfg) for _ in range(cfg.layers)])
+        # Only a GatedGCN or GINE branch turns edge features into node features (GEA's edge units feed edges only).
+        self.reads_edges = cfg.mpnn in _EDGE_MPNNS
+        # Parameters that no prediction depends on are frozen, so that every trainable parameter gets a gradient at
+        # every step (DDP then needs no search for unused ones) and nothing changes in training: they are kept (the
+        # authors' parameter counts include them) but take no part. The edge encoder when nothing reads edges (e.g.
+        # the bond encoder of the GCN Peptides recipes), and the edge norm of a last GatedGCN layer, whose edge
+        # output nobody reads.
+        if self.edge_encoder is not None and not self.reads_edges:
+            self.edge_encoder.requires_grad_(False)
+        last = getattr(self.layers[-1], "mpnn", None) if len(self.layers) else None
+        if isinstance(last, GatedGCNLayer) and last.bn_edge is not None:
+            last.bn_edge.requires_grad_(False)
 
     @staticmethod
     def _layer(cfg: ModelConfig) -> Module:
@@ -133,7 +146,7 @@ class GEAETModel(GraphModel):
     def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
         x = self.encode_nodes(batch)
         edge_attr = None
-        if self.edge_encoder is not None:
+        if self.edge_encoder is not None and self.reads_edges:
             edge_attr = self.edge_encoder(batch.edge_attr)
         elif self.constant_edge is not None:
             edge_attr = self.constant_edge(batch.edge_index.size(1))
@@ -182,6 +195,8 @@ class GraphormerModel(GraphModel):
             self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
                                                 max(g.max_hops, 1))
         self.graph_token = GraphToken(cfg.hidden, cfg.heads)
+        if self.attn_bias is None:  # the token's distance bias joins a bias that AGF does not take: frozen
+            self.graph_token.distance.requires_grad_(False)
         self.layers = ModuleList([GraphormerLayer(**graphormer_layer_kwargs(cfg)) for _ in range(cfg.layers)])
         # Graphormer v1 (pre-LN) ends with a LayerNorm; v2 (post-LN) normalises the embeddings instead.
         self.embed_norm = LayerNorm(cfg.hidden) if not cfg.graphormer.pre_norm else None
@@ -223,5 +238,6 @@ def build_model(cfg: ModelConfig) -> Module:
 
 
 def count_parameters(model: Module) -> int:
-    r"""Number of learnable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    r"""Number of parameters, the frozen ones included (as the authors' codes count them: a model's frozen
+    parameters are those no prediction depends on, see :class:`GEAETModel`)."""
+    return sum(p.numel() for p in model.parameters())

@@ -83,6 +83,10 @@ def test_recipe_builds_and_trains_one_step(name):
     loss = task.loss(pred, target) + task.model.aux_loss()
     assert torch.isfinite(loss)
     loss.backward()
+    # Every trainable parameter gets a gradient in one step, so DDP needs no search for unused parameters; the
+    # parameters no prediction depends on are frozen instead (and still counted, as the authors count them).
+    unused = [n for n, p in task.named_parameters() if p.requires_grad and p.grad is None]
+    assert not unused, f"{name}: trainable parameters without a gradient: {unused}"
     opt.step()
     for key, value in batch.to_dict().items():
         if isinstance(value, torch.Tensor):
@@ -112,6 +116,17 @@ def test_paper_parameter_count(name):
 
 
 def test_peptides_struct_count_is_exact():
+    assert count_parameters(build_model(load_recipe("geaet-peptides-struct").model)) == 463_211
+
+
+def test_parameters_no_prediction_reads_are_frozen_and_counted():
+    # The last GatedGCN layer's edge norm (its edge output is read by nobody) and an edge encoder that no layer reads
+    # (GCN on Peptides) take no part in training; they are kept and counted as in the authors' parameter counts.
+    frozen = {name: [n for n, p in build_model(load_recipe(name).model).named_parameters() if not p.requires_grad]
+              for name in ("geaet-zinc", "geaet-peptides-struct", "graphormer-agf-zinc-cpu", "gps-zinc-cpu")}
+    assert frozen["geaet-zinc"] == ["layers.7.mpnn.bn_edge.weight", "layers.7.mpnn.bn_edge.bias"]
+    assert frozen["geaet-peptides-struct"] == [f"edge_encoder.bond_embedding_list.{i}.weight" for i in range(3)]
+    assert frozen["graphormer-agf-zinc-cpu"] == ["graph_token.distance"]
     assert count_parameters(build_model(load_recipe("geaet-peptides-struct").model)) == 463_211
 
 
