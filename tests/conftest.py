@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,3 +32,38 @@ def data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "datasets"
     monkeypatch.setenv("GEA_GRAPH_DATA", str(root))
     return root
+
+
+# Real datasets built once per test session and shared by the xdist workers (a file lock makes one build them).
+
+
+@pytest.fixture(scope="session")
+def shared_data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # The parent of the per-worker base temp is common to all xdist workers of this run.
+    root = tmp_path_factory.getbasetemp().parent / "gea-graph-shared-datasets"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def build_once(shared_data_root: Path) -> Callable:
+    """``build_once(name, factory)`` runs ``factory(root)`` under a lock named after the dataset: the first worker
+    builds the processed cache, the others then just load it (different datasets build in parallel)."""
+
+    def run(name: str, factory: Callable):
+        with open(shared_data_root / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return factory(shared_data_root)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def zinc(mirror, build_once) -> dict:
+    """The real ZINC-12k (default, Benchmarking-GNNs features) with LapPE-8 and RWPE-20, per split."""
+    from gea_graph.data import ZINC
+
+    return build_once("zinc", lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})

@@ -2,13 +2,31 @@ r"""``gea-graph train RECIPE [overrides] [--out DIR] [--resume]``: one training 
 
 The run directory holds ``checkpoints/best.ckpt``, ``checkpoints/last.ckpt``, the resolved ``recipe.yaml``,
 ``metrics.csv`` (one row per epoch) and, once finished, ``result.json``. Multi-GPU / multi-node through Lightning's
-DDP: ``--devices 4 --strategy ddp`` (and ``--num-nodes``), with no change to the recipe.
+DDP: ``--devices 4 --strategy ddp`` (and ``--num-nodes``), with no change to the recipe: its batch size is the
+global one, shared out among the processes.
+
+``--stop-after MINUTES`` pauses the run cleanly at the first epoch end after that time (checkpoints written, exit code
+3); ``--resume`` continues it exactly, in the same folder or a copy of it.
 """
 from __future__ import annotations
 
 import argparse
 
 from gea_graph.cli import positive_int
+
+#: Exit code of a run paused by ``--stop-after`` (resumable, not finished).
+PAUSED = 3
+
+
+def non_negative_float(text: str) -> float:
+    r"""argparse type: a number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes >= 0, got {text}")
+    return value
 
 
 def add_common_trainer_args(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's first seed)")
     parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap in minutes")
+    parser.add_argument("--stop-after", type=non_negative_float, default=None, metavar="MINUTES",
+                        help="pause cleanly at the first epoch end after MINUTES (exit code 3; --resume continues)")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_common_trainer_args(parser)
@@ -46,7 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.train import fit, load_recipe, resolve_recipe
+    from gea_graph.train import RunPaused, fit, load_recipe, resolve_recipe
     from gea_graph.train.recipe import recipe_source
 
     if args.threads is not None:
@@ -58,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
     recipe = load_recipe(path, args.overrides)
     seed = recipe.trainer.seeds[0] if args.seed is None else args.seed
     out = args.out or f"runs/{recipe.name}/seed{seed}"
-    fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
-        devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
-        max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress)
+    try:
+        fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
+            devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
+            max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress,
+            stop_after=args.stop_after)
+    except RunPaused as paused:
+        print(f"gea-graph train: {paused}", flush=True)
+        return PAUSED
     return 0

@@ -13,13 +13,17 @@ from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
+from gea_graph.nn.norm import spans_processes
+
 MODES = ("concat", "add")
 LAP_MODELS = ("deepset", "linear")
 SIGN_SCOPES = ("graph", "batch")
 
 
 def _batch_norm(bn: torch.nn.BatchNorm1d, h: Tensor, training: bool) -> Tensor:
-    if training and h.size(0) <= 1:  # one row: use the running statistics
+    # one row: use the running statistics (not when the norm spans a DDP run's processes: all of them must
+    # take part in gathering its statistics)
+    if training and h.size(0) <= 1 and not spans_processes(bn):
         return F.batch_norm(h, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0,
                             bn.eps)
     return bn(h)

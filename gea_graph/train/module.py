@@ -12,6 +12,7 @@ import torch
 import torchmetrics
 from lightning.pytorch.callbacks import Timer
 from torch import Tensor
+from torch_geometric.data.data import BaseData
 
 from gea_graph.models import build_model, count_parameters
 from gea_graph.train.metrics import (
@@ -117,6 +118,13 @@ class GraphTask(L.LightningModule):
     def forward(self, batch) -> Tensor:
         return self.model(batch)
 
+    def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
+        # non_blocking: a batch from pinned memory (the loaders pin on a GPU) is copied while the host goes on;
+        # Lightning's default moves a PyG batch with blocking copies
+        if isinstance(batch, BaseData):
+            return batch.to(device, non_blocking=True)
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     # -- training -------------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
         self._epoch_start = time.perf_counter()
@@ -152,8 +160,11 @@ class GraphTask(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         val, val_more = metric_values(self.metric_name, self.val_metric.compute())
+        # Under DDP, compute() gathers from every process: all of them must call it, or none (a process whose test
+        # shard had no labelled target must still join the others).
+        any_test = self.trainer.strategy.reduce_boolean_decision(bool(self.test_metric.update_count), all=False)
         test, test_more = (metric_values(self.metric_name, self.test_metric.compute())
-                           if self.test_metric.update_count else (float("nan"), dict.fromkeys(val_more, float("nan"))))
+                           if any_test else (float("nan"), dict.fromkeys(val_more, float("nan"))))
         self.val_metric.reset()
         self.test_metric.reset()
         if self.trainer.sanity_checking:
@@ -166,7 +177,8 @@ class GraphTask(L.LightningModule):
                # further values of a metric that computes several (PCQM-Contact: Hits@k, filtered MRR)
                **{f"val_{k}": v for k, v in val_more.items()}, **{f"test_{k}": v for k, v in test_more.items()}}
         self.history.append(row)
-        self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True)
+        # the values are already the same in every process (torchmetrics gathered them): max keeps them exact
+        self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True, sync_dist=True, reduce_fx="max")
 
     def best(self) -> dict[str, float] | None:
         r"""The history row with the best validation metric (first on ties), or ``None`` before any epoch."""

@@ -195,13 +195,18 @@ class TrainerConfig:
 
     Args:
         max_epochs: Epochs.
-        batch_size: Training batch size (per process).
-        eval_batch_size: Validation/test batch size (``None``: :obj:`batch_size`).
+        batch_size: Training batch size: the global batch, shared out among the processes of a multi-device run
+            (it must be a multiple of their number).
+        eval_batch_size: Validation/test batch size (``None``: :obj:`batch_size`; also global).
         seeds: Seeds of a benchmark (``gea-graph train`` uses the first unless ``--seed`` is given).
-        precision: Lightning precision (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``) or ``"auto"``
-            (bf16-mixed on a GPU that supports it, else 32-true).
+        precision: Lightning precision (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``) or ``"auto"``: float32 on
+            every device (with TF32 matrix products on a GPU); bf16 or fp16 is opt-in.
+        deterministic: Deterministic algorithms only (``torch.use_deterministic_algorithms``): a resumed or repeated
+            GPU run then gives the same numbers (without it, GPU runs are statistically equivalent: float atomics in
+            scatter sums vary from run to run). Slower on a GPU; CPU runs are deterministic either way.
         max_time: Wall-clock cap of a run in minutes (``None``: none).
-        num_workers: Data-loader workers.
+        num_workers: Data-loader workers per loader (``None``: 2 on a GPU, 0 on a CPU; see
+            :func:`gea_graph.train.run.default_workers`).
         loss: ``"auto"`` (by task: L1 for regression, cross-entropy for classes, BCE for multi-label, a softmax over
             candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"wce"`` (class-balanced cross-entropy,
             LRGB's VOC/COCO setting), ``"bce"``.
@@ -215,8 +220,9 @@ class TrainerConfig:
     eval_batch_size: int | None = None
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     precision: str = "auto"
+    deterministic: bool = False
     max_time: float | None = None
-    num_workers: int = 0
+    num_workers: int | None = None
     loss: str = "auto"
     metric: str = "auto"
     log_every_n_steps: int = 50

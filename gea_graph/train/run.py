@@ -38,8 +38,10 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.plugins.layer_sync import LayerSync
 
 from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe
@@ -259,14 +261,84 @@ def read_metrics(path: str | os.PathLike) -> list:
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:
-    r"""``auto``: ``bf16-mixed`` on a CUDA GPU that supports it, else ``32-true``. Half precision asked for on a
-    CPU-only machine falls back to ``32-true`` (mixed precision where supported)."""
+    r"""Lightning's precision for a recipe's ``trainer.precision``: ``auto`` is ``32-true`` on every device (on a
+    CUDA GPU with TF32 matrix products, see :func:`fit`); bf16 or fp16 is opt-in (``bf16-mixed``, ``16-mixed``, per
+    recipe or as the override ``trainer.precision=bf16-mixed``). fp16 asked for on a CPU-only machine falls back to
+    ``32-true``; ``bf16-mixed`` runs there with CPU autocast."""
     gpu = torch.cuda.is_available() and accelerator in ("auto", "gpu", "cuda")
-    if precision == "auto":
-        return "bf16-mixed" if gpu and torch.cuda.is_bf16_supported() else "32-true"
-    if not gpu and precision.startswith("16"):
+    if precision == "auto" or (not gpu and precision.startswith("16")):
         return "32-true"
     return precision
+
+
+def default_workers(cuda: bool, processes_per_node: int) -> int:
+    r"""Data-loader workers per loader when the recipe leaves ``trainer.num_workers`` unset: on a GPU 2 (fewer when
+    the node has under 4 cores per process), so the next batches are gathered and pinned while the GPU computes; on
+    a CPU none, as workers would take cores from the training's own threads (a store gathers a batch in one numpy
+    gather per column, far less than a training step)."""
+    if not cuda:
+        return 0
+    return max(0, min(2, (os.cpu_count() or 1) // max(processes_per_node, 1) - 2))
+
+
+class StopAt(Callback):
+    r"""Stops a run cleanly at the end of the first epoch that ends after ``deadline`` (a :func:`time.time`), its
+    checkpoints written: what ``gea-graph train --stop-after`` and a chunked ``gea-graph bench`` use to end a run
+    early and resume it later (in the same folder or a copy of it) exactly where it stopped. Process 0 decides and
+    the others follow, so every process of a distributed run stops at the same epoch. :attr:`stopped` tells that it
+    did."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.stopped = False
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
+        late = trainer.strategy.broadcast(time.time() >= self.deadline, src=0)
+        if late and not trainer.should_stop:
+            trainer.should_stop = True
+            self.stopped = True
+
+
+class GlobalBatchNorm(LayerSync):
+    r"""Lightning's layer-sync plugin (DDP applies it before wrapping the module and reverts it at the end) turning
+    every BatchNorm into :class:`~gea_graph.nn.DistributedBatchNorm`: statistics over the global batch, on CPUs
+    (gloo) as on GPUs (NCCL). It does nothing in a one-process run."""
+
+    def apply(self, model: torch.nn.Module) -> torch.nn.Module:
+        return DistributedBatchNorm.convert(model)
+
+    def revert(self, model: torch.nn.Module) -> torch.nn.Module:
+        return DistributedBatchNorm.revert(model)
+
+
+class RunPaused(RuntimeError):
+    r"""A run stopped cleanly before its end by :class:`StopAt` (``--stop-after``): ``--resume`` continues it."""
+
+
+class MovableCheckpoint(ModelCheckpoint):
+    r"""Lightning's :class:`~lightning.pytorch.callbacks.ModelCheckpoint` for a run directory that may move (a run
+    carried to another machine and resumed there): its state records absolute paths, and Lightning forgets the best
+    score when they differ from the current folder (the next epoch would then overwrite ``best.ckpt`` whatever its
+    score). The stored paths are re-based onto the current folder, keeping the best score."""
+
+    @property
+    def state_key(self) -> str:
+        # Lightning's key (it names the class): checkpoints of either class restore into the other
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        stored = state_dict.get("dirpath")
+        if stored and self.dirpath and stored != self.dirpath:
+            def moved(path: Any) -> Any:
+                return os.path.join(self.dirpath, os.path.basename(path)) if isinstance(path, str) and path else path
+
+            state_dict = dict(state_dict, dirpath=self.dirpath)
+            for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+                if key in state_dict:
+                    state_dict[key] = moved(state_dict[key])
+            if isinstance(state_dict.get("best_k_models"), dict):
+                state_dict["best_k_models"] = {moved(k): v for k, v in state_dict["best_k_models"].items()}
+        super().load_state_dict(state_dict)
 
 
 def peak_memory_mb() -> float:
@@ -292,25 +364,48 @@ def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> dict
     }
 
 
+def setup_summary(trainer: L.Trainer, recipe: Recipe) -> dict[str, Any]:
+    r"""How a run trained, for ``result.json``: the device, the processes (``world_size``), the global and
+    per-process batch, the precision (Lightning's name and torch's float32 matmul precision: ``high`` = TF32 on a
+    GPU) and whether deterministic algorithms were on."""
+    device = trainer.strategy.root_device
+    tr = recipe.trainer
+    return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "world_size": trainer.world_size, "global_batch_size": tr.batch_size,
+        "batch_size_per_process": tr.batch_size // trainer.world_size,
+        "sync_batchnorm": trainer.world_size > 1, "precision": str(trainer.precision),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(), "deterministic": tr.deterministic,
+    }
+
+
 def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, resume: bool = False,
         accelerator: str = "auto", devices: int | str = "auto", num_nodes: int = 1,
         strategy: str = "auto", max_time: float | None = None, tensorboard: bool = False,
-        progress: bool = True, callbacks: Iterable[Callback] = (), verbose: bool = True) -> dict[str, Any] | None:
+        progress: bool = True, callbacks: Iterable[Callback] = (), verbose: bool = True,
+        stop_after: float | None = None) -> dict[str, Any] | None:
     r"""Trains ``recipe`` into ``out_dir``.
+
+    Several processes (``devices`` x ``num_nodes`` > 1, Lightning's DDP, e.g. ``strategy="ddp"``) train the recipe
+    as one process would: ``trainer.batch_size`` is the global batch, shared out among the processes (it must be a
+    multiple of their number), each global batch holds the graphs one process would see, BatchNorm statistics are
+    synchronised over the global batch, and validation and test shards are disjoint (every graph counted once).
+    Every parameter gets a gradient at every step, so DDP runs without searching for unused ones.
 
     Args:
         recipe: The recipe.
         out_dir: Run directory (see the module docstring).
         seed: The run's seed (default: the recipe's first seed).
         resume: Continue from ``checkpoints/last.ckpt`` (a fresh start when there is none).
-        accelerator, devices, num_nodes, strategy: Lightning's (``strategy="ddp"`` with ``devices=2`` trains on two
-            processes, tolerating parameters unused by the loss such as the last layer's edge update; metrics are
-            synchronised by torchmetrics).
+        accelerator, devices, num_nodes, strategy: Lightning's.
         max_time: Wall-clock cap in minutes (default: the recipe's ``trainer.max_time``).
         tensorboard: Also log to TensorBoard.
         progress: Show progress bars.
         callbacks: Extra Lightning callbacks.
         verbose: Print the parameter count and the summary.
+        stop_after: Stop cleanly at the first epoch end after this many minutes (checkpoints written, no
+            ``result.json``) and raise :class:`RunPaused`; ``resume=True`` continues the run exactly. Unlike
+            ``max_time`` this does not end the run, it pauses it.
 
     Returns:
         The summary (also written to ``result.json``) on the main process of a finished run, else ``None``.
@@ -321,12 +416,12 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     with run_lock(out):
         return _fit(recipe, out, seed, resume, accelerator, devices, num_nodes, strategy, max_time, tensorboard,
-                    progress, callbacks, verbose)
+                    progress, callbacks, verbose, stop_after)
 
 
 def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator: str, devices: int | str,
          num_nodes: int, strategy: str, max_time: float | None, tensorboard: bool, progress: bool,
-         callbacks: Iterable[Callback], verbose: bool) -> dict[str, Any] | None:
+         callbacks: Iterable[Callback], verbose: bool, stop_after: float | None) -> dict[str, Any] | None:
     ckpt_dir = out / "checkpoints"
     last = ckpt_dir / "last.ckpt"
     resuming = resume and last.exists()
@@ -339,9 +434,6 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     L.seed_everything(seed, workers=True, verbose=False)
     splits = load_datasets(recipe.data)
     check_splits(splits, recipe)
-    eval_bs = tr.eval_batch_size or tr.batch_size
-    train_loader = make_loader(splits["train"], tr.batch_size, shuffle_seed=seed, num_workers=tr.num_workers)
-    eval_loaders = [make_loader(splits[s], eval_bs, num_workers=tr.num_workers) for s in ("val", "test")]
 
     module = GraphTask(recipe.to_dict(), seed)
     params = module.num_parameters()
@@ -356,21 +448,39 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(str(out), name="logs", version="tensorboard"))
-    checkpoint = ModelCheckpoint(dirpath=str(ckpt_dir), filename="best", monitor="val/metric",
-                                 mode="max" if module.higher_is_better else "min", save_top_k=1, save_last=True,
-                                 enable_version_counter=False, auto_insert_metric_name=False)
+    checkpoint = MovableCheckpoint(dirpath=str(ckpt_dir), filename="best", monitor="val/metric",
+                                   mode="max" if module.higher_is_better else "min", save_top_k=1, save_last=True,
+                                   enable_version_counter=False, auto_insert_metric_name=False)
     minutes = max_time if max_time is not None else tr.max_time
-    if strategy == "ddp":
-        # The last layer's edge update (GatedGCN) feeds no loss: DDP must tolerate unused parameters.
-        strategy = "ddp_find_unused_parameters_true"
+    pause = StopAt(time.time() + stop_after * 60) if stop_after is not None else None
     trainer = L.Trainer(
         max_epochs=tr.max_epochs, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
         strategy=strategy, precision=resolve_precision(tr.precision, accelerator),
         gradient_clip_val=recipe.optim.clip, logger=loggers,
-        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE), *callbacks],
-        plugins=[AtomicCheckpointIO()], max_time={"seconds": minutes * 60} if minutes else None,
+        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE), *([pause] if pause else []), *callbacks],
+        plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,
         num_sanity_val_steps=0, enable_progress_bar=progress, enable_model_summary=False,
-        log_every_n_steps=tr.log_every_n_steps, deterministic=False, default_root_dir=str(out))
+        log_every_n_steps=tr.log_every_n_steps, deterministic=tr.deterministic, default_root_dir=str(out),
+        # The loaders share every batch out among the processes themselves (ShardedBatchSampler: disjoint shards,
+        # the recipe's global batch); BatchNorm normalises over the global batch (GlobalBatchNorm), as one process.
+        use_distributed_sampler=False)
+    world = trainer.world_size
+    if tr.batch_size % world:
+        raise RecipeError(f"trainer.batch_size {tr.batch_size} is the global batch and must be a multiple of the "
+                          f"{world} training processes (devices x nodes); choose a batch size or device count "
+                          f"that divides")
+    for split, dataset in splits.items():
+        if len(dataset) < world:
+            raise RecipeError(f"the {split} split has {len(dataset)} graphs, fewer than the {world} training "
+                              f"processes; use fewer devices or more graphs")
+    cuda = trainer.strategy.root_device.type == "cuda"
+    if cuda and str(trainer.precision).startswith("32"):
+        torch.set_float32_matmul_precision("high")  # TF32 matrix products: `precision: auto` on a GPU
+    workers = tr.num_workers if tr.num_workers is not None else default_workers(cuda, world // num_nodes)
+    eval_bs = tr.eval_batch_size or tr.batch_size
+    train_loader = make_loader(splits["train"], tr.batch_size, shuffle_seed=seed, num_workers=workers,
+                               pin_memory=cuda)
+    eval_loaders = [make_loader(splits[s], eval_bs, num_workers=workers, pin_memory=cuda) for s in ("val", "test")]
     if trainer.is_global_zero:
         out.mkdir(parents=True, exist_ok=True)
         dump_recipe(recipe, out / RECIPE_FILE)
@@ -380,8 +490,11 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resuming else None)
     if trainer.interrupted or not trainer.is_global_zero:
         return None
+    if pause is not None and pause.stopped:
+        raise RunPaused(f"{out}: stopped after {stop_after:g} minutes at the end of epoch {len(module.history)} "
+                        f"(checkpoints written); continue it with --resume")
     result = summarize(module, recipe, seed, params)
-    result["wall_time_s"] = time.perf_counter() - start
+    result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
     with exclusive_temporary(out / RESULT_FILE) as tmp:
         Path(tmp).write_text(json.dumps(result, indent=2))
     if verbose:
