@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
-SUBCOMMANDS = ("data", "train", "bench", "info", "viz", "diagnose", "perf")
+SUBCOMMANDS = ("data", "train", "bench", "info", "viz", "diagnose", "perf", "selfcheck")
 
 
 class ArgumentParser(argparse.ArgumentParser):

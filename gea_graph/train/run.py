@@ -414,9 +414,21 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-    with run_lock(out):
+    with run_lock(out), _torch_flags_kept():
         return _fit(recipe, out, seed, resume, accelerator, devices, num_nodes, strategy, max_time, tensorboard,
                     progress, callbacks, verbose, stop_after)
+
+
+@contextlib.contextmanager
+def _torch_flags_kept() -> Iterator[None]:
+    # A run sets process-wide flags (deterministic algorithms, TF32 matrix products); the caller's come back after.
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    matmul = torch.get_float32_matmul_precision()
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_float32_matmul_precision(matmul)
 
 
 def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator: str, devices: int | str,
