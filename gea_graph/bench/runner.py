@@ -39,7 +39,13 @@ from pathlib import Path
 
 from gea_graph.data import DATASETS
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
-from gea_graph.train.run import METRICS_FILE, check_run_dir, read_metrics, read_result
+from gea_graph.train.run import (
+    METRICS_FILE,
+    PAUSED_EXIT_CODE,
+    check_run_dir,
+    read_metrics,
+    read_result,
+)
 
 BENCH_FILE = "bench.json"
 LOG_FILE = "train.log"
@@ -49,12 +55,15 @@ CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch"
 
 @dataclass
 class BenchRun:
-    r"""One recipe x seed of a benchmark."""
+    r"""One recipe x seed of a benchmark. ``status`` after :func:`run_bench`: ``complete`` (its ``result.json``
+    exists), ``paused`` (stopped cleanly by ``stop_after``; it resumes from its last epoch), ``failed`` or
+    ``pending`` (not started in this invocation)."""
 
     recipe: Recipe
     path: Path
     seed: int
     run_dir: Path
+    status: str = "pending"
 
     @property
     def result(self) -> dict | None:
@@ -75,12 +84,14 @@ def plan(recipes: Sequence[str], seeds: Sequence[int] | None, out_dir: Path,
 
 
 def train_command(run: BenchRun, overrides: Sequence[str], max_time: float | None,
-                  trainer_args: Sequence[str]) -> list[str]:
+                  trainer_args: Sequence[str], stop_after: float | None = None) -> list[str]:
     r"""The ``gea-graph train`` command line of one run."""
     cmd = [sys.executable, "-m", "gea_graph", "train", str(run.path), *overrides, "--out", str(run.run_dir),
            "--seed", str(run.seed), "--resume", "--no-progress", *trainer_args]
     if max_time is not None:
         cmd += ["--max-time", str(max_time)]
+    if stop_after is not None:
+        cmd += ["--stop-after", f"{stop_after:.4f}"]
     return cmd
 
 
@@ -154,9 +165,17 @@ def prepare_data(runs: Sequence[BenchRun], log=print) -> None:
 def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int] | None = None,
               max_time: float | None = None, overrides: Sequence[str] = (),
               trainer_args: Sequence[str] = (), jobs: int = 1, threads: int | None = None,
-              command: str | None = None, log=print, poll: float = 0.5) -> list[BenchRun]:
+              command: str | None = None, log=print, poll: float = 0.5,
+              stop_after: float | None = None) -> list[BenchRun]:
     r"""Runs (or skips, when complete) every recipe x seed, ``jobs`` at a time, then writes the result files.
-    Returns the runs; those that failed have no ``result``.
+    Returns the runs with their ``status``; those that failed or are not finished have no ``result``.
+
+    With ``stop_after`` (minutes) the invocation is a chunk of the bench: runs start only before that time (the
+    first ``jobs`` always start), and each running run stops cleanly at its first epoch end after it (its
+    checkpoints written; ``gea-graph train --stop-after``). Running the same bench again, in the same folder or a
+    copy of it on another machine, resumes every run exactly where it stopped; chunk after chunk, the bench reaches
+    the results of an uninterrupted one (for runs bounded by epochs; a run's ``max_time`` counts its training time,
+    which a chunk boundary does not change, but that time depends on the machine anyway).
 
     Args:
         recipes: Recipe names or paths.
@@ -170,6 +189,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
         command: The command line that started the bench (recorded in ``bench.json``).
         log: Progress printer.
         poll: Seconds between checks of the running processes.
+        stop_after: Stop this invocation cleanly after so many minutes (see above).
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
@@ -179,7 +199,8 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     out.mkdir(parents=True, exist_ok=True)
     runs = plan(recipes, seeds, out, overrides)
     info = bench_info(out, command, jobs, threads, max_time, overrides)
-    session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"]}
+    session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"],
+               "stop_after_min": stop_after}
     info["invocations"].append(session)
     _write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
@@ -190,9 +211,12 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     for i, run in enumerate(runs, 1):
         tag = f"[{i}/{len(runs)}] {run.recipe.name} seed {run.seed}"
         if run.result is not None:
+            run.status = "complete"
             log(f"{tag}: complete, skipped")
         else:
             queue.append((tag, run))
+    deadline = time.monotonic() + stop_after * 60 if stop_after is not None else math.inf
+    started = 0
     if jobs > 1:
         prepare_data([run for _, run in queue], log)
     active: list[tuple[str, BenchRun, subprocess.Popen, object]] = []
@@ -200,15 +224,19 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         stack.callback(_stop, active, session, info, out)
         while queue or active:
-            while queue and len(active) < jobs:
+            while queue and len(active) < jobs and (time.monotonic() < deadline or started < jobs):
                 tag, run = queue.popleft()
                 run.run_dir.mkdir(parents=True, exist_ok=True)
                 sink = open(run.run_dir / LOG_FILE, "a") if jobs > 1 else None  # noqa: SIM115 -- closed below
                 where = f" (log: {run.run_dir / LOG_FILE})" if sink is not None else ""
                 log(f"{tag}: training in {run.run_dir}{where}")
-                proc = subprocess.Popen(train_command(run, overrides, max_time, extra), env=env, stdout=sink,
-                                        stderr=subprocess.STDOUT if sink is not None else None)
+                left = max(0.0, (deadline - time.monotonic()) / 60) if stop_after is not None else None
+                proc = subprocess.Popen(train_command(run, overrides, max_time, extra, left), env=env,
+                                        stdout=sink, stderr=subprocess.STDOUT if sink is not None else None)
                 active.append((tag, run, proc, sink))
+                started += 1
+            if not active and queue:  # the chunk's time is up: the rest waits for the next invocation
+                break
             if time.monotonic() - last_sample >= 60:
                 session["load_average"].append(round(os.getloadavg()[0], 2))
                 last_sample = time.monotonic()
@@ -218,10 +246,15 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                 tag, run, proc, sink = item
                 if sink is not None:
                     sink.close()
-                if proc.returncode != 0 or run.result is None:
+                if proc.returncode == PAUSED_EXIT_CODE and run.result is None:
+                    run.status = "paused"
+                    log(f"{tag}: paused at an epoch end (it resumes there next time)")
+                elif proc.returncode != 0 or run.result is None:
+                    run.status = "failed"
                     see = f"see {run.run_dir / LOG_FILE}" if sink is not None else "see the output above"
                     log(f"{tag}: FAILED (exit code {proc.returncode}); {see}")
                 else:
+                    run.status = "complete"
                     log(f"{tag}: done")
     write_reports(runs, out)
     return runs

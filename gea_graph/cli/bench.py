@@ -7,7 +7,10 @@ r"""``gea-graph bench``: run recipes x seeds and write ``results.csv``, ``result
     gea-graph bench --recipes gcn-zinc-cpu,gcn-geanet-zinc-cpu --jobs 2 --threads 1 --max-time 10
     gea-graph bench --list-suites
 
-Runs already complete in ``--out`` are skipped, so an interrupted bench continues where it stopped. ``--jobs N``
+Runs already complete in ``--out`` are skipped, so an interrupted bench continues where it stopped. ``--stop-after
+MINUTES`` makes an invocation a chunk: it stops cleanly after that time (each running run at its next epoch end,
+checkpoints written; exit code 3 while runs remain), and the same command, in the same folder or a copy of it on
+another machine, goes on exactly where it stopped (docs/results.md: GPU work in chunks). ``--jobs N``
 trains N runs at once (each in its own process, its output in ``<run>/train.log``). The depth-sweep suites also
 plot test accuracy against depth per model (``<suite>.png``, like GEAET's Figure 7). ``scripts/make_results.py``
 turns bench folders into ``docs/results.md``.
@@ -18,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gea_graph.cli.train import add_common_trainer_args
+from gea_graph.cli.train import add_common_trainer_args, non_negative_float
 
 
 def _ints(text: str) -> list:
@@ -36,6 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--depths", type=_ints, default=None,
                         help="tree depths of a depth-sweep suite (default: all of the suite's)")
     parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap of each run, in minutes")
+    parser.add_argument("--stop-after", type=non_negative_float, default=None, metavar="MINUTES",
+                        help="stop this invocation cleanly after MINUTES (runs pause at an epoch end; run the same "
+                             "command again to go on; exit code 3 while runs remain)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="runs trained at the same time (default: the suite's, else 1)")
     parser.add_argument("--out", default=None, help="output directory (default: runs/bench or runs/<suite>)")
@@ -52,8 +58,8 @@ def command_line(args: argparse.Namespace) -> str:
     for flag, value in (("--seeds", args.seeds), ("--depths", args.depths)):
         if value:
             words += [flag, ",".join(map(str, value))]
-    for flag, value in (("--max-time", args.max_time), ("--jobs", args.jobs), ("--threads", args.threads),
-                        ("--out", args.out)):
+    for flag, value in (("--max-time", args.max_time), ("--stop-after", args.stop_after), ("--jobs", args.jobs),
+                        ("--threads", args.threads), ("--out", args.out)):
         if value is not None:
             words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     for override in args.overrides:
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from gea_graph.bench.runner import plot_depth_sweep, run_bench
     from gea_graph.bench.suites import SUITES, get_suite, list_suites
     from gea_graph.train import RecipeError
+    from gea_graph.train.run import PAUSED_EXIT_CODE
 
     if args.list_suites:
         print(list_suites(args.seeds))
@@ -96,13 +103,20 @@ def run(args: argparse.Namespace) -> int:
                     "--num-nodes", str(args.num_nodes), "--strategy", args.strategy]
     try:
         runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
-                         trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args))
+                         trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args),
+                         stop_after=args.stop_after)
     except (RecipeError, ValueError) as err:
         print(f"gea-graph bench: error: {err}", file=sys.stderr)
         return 2
     if suite is not None and suite.plot == "depth":
         plot_depth_sweep(runs, out / f"{suite.name}.png")
     print(f"wrote {out / 'results.csv'}, {out / 'results.md'}, {out / 'curves.png'}")
-    failed = [r for r in runs if r.result is None]
     print((out / "results.md").read_text())
-    return 1 if failed else 0
+    if any(r.status == "failed" for r in runs):
+        return 1
+    remaining = [r for r in runs if r.status != "complete"]
+    if remaining:
+        print(f"stopped after {args.stop_after:g} minutes: {len(runs) - len(remaining)} of {len(runs)} runs "
+              f"complete; run the same command again (in {out} or a copy of it) to go on")
+        return PAUSED_EXIT_CODE
+    return 0

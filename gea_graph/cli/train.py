@@ -14,9 +14,6 @@ import argparse
 
 from gea_graph.cli import positive_int
 
-#: Exit code of a run paused by ``--stop-after`` (resumable, not finished).
-PAUSED = 3
-
 
 def non_negative_float(text: str) -> float:
     r"""argparse type: a number >= 0."""
@@ -68,6 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gea_graph.train import RunPaused, fit, load_recipe, resolve_recipe
     from gea_graph.train.recipe import recipe_source
+    from gea_graph.train.run import PAUSED_EXIT_CODE
 
     if args.threads is not None:
         import torch
@@ -85,5 +83,5 @@ def run(args: argparse.Namespace) -> int:
             stop_after=args.stop_after)
     except RunPaused as paused:
         print(f"gea-graph train: {paused}", flush=True)
-        return PAUSED
+        return PAUSED_EXIT_CODE
     return 0

@@ -294,7 +294,8 @@ class StopAt(Callback):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
         late = trainer.strategy.broadcast(time.time() >= self.deadline, src=0)
-        if late and not trainer.should_stop:
+        last = trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
+        if late and not trainer.should_stop and not last:  # the run's own end is no pause
             trainer.should_stop = True
             self.stopped = True
 
@@ -313,6 +314,10 @@ class GlobalBatchNorm(LayerSync):
 
 class RunPaused(RuntimeError):
     r"""A run stopped cleanly before its end by :class:`StopAt` (``--stop-after``): ``--resume`` continues it."""
+
+
+#: Exit code of ``gea-graph train`` for a run paused by ``--stop-after`` (resumable, not finished).
+PAUSED_EXIT_CODE = 3
 
 
 class MovableCheckpoint(ModelCheckpoint):
