@@ -86,6 +86,44 @@ GPU_QUEUE = (
 )
 
 
+#: How the queue runs on a GPU lent in short windows (the procedure ``tests/bench/test_bench_chunks.py`` tests on
+#: CPU: a bench stopped by ``--stop-after`` resumes in a copy of its folder and reaches the uninterrupted result).
+GPU_CHUNKS = """### GPU work in chunks
+
+GPU time comes in windows: at most 10 minutes a command, with at most 64 MiB carried to the GPU machine (the
+checkout included) and at most 8 files (16 MiB each, 64 MiB in all) brought back. A queue command therefore runs as a
+series of chunks: `gea-graph bench ... --stop-after MINUTES` stops cleanly after that time (each run at its next
+epoch end, its checkpoints written; exit code 3 while runs remain), and the same command on a copy of its `--out`
+folder, on any machine, goes on exactly where it stopped (`tests/bench/test_bench_chunks.py` checks on CPU that a
+chunked bench carried to another folder reaches the results of an uninterrupted one). For queue item 1 (the others
+alike, with their recipes, data and `--out`):
+
+1. Here, once: a folder git ignores for what travels, with the raw files of the data (a built data root is too
+   large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 about 20 MiB, so each chunk builds it
+   there), and the master copy of the bench folder:
+   `echo /gpu-carry/ >> .git/info/exclude; mkdir -p gpu-carry/mirror runs/gpu/peptides-func;
+   cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
+2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
+   resumes from `last.ckpt`; a 500k-parameter run holds about 6 MiB per checkpoint, Adam's moments included):
+   `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
+3. The chunk, one device command carrying `gpu-carry` (the first chunk of a session starts with
+   `gea-graph selfcheck --device cuda --json $OUT/selfcheck.json`, and stops there if a check fails):
+   `export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/datasets;
+   gea-graph data prepare peptides-func --pe lap:10:norm=none:trivial=keep:pad=nan;
+   timeout 540 gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1,2,3 --out gpu-carry/runs/peptides-func
+   --stop-after 6; cd gpu-carry/runs/peptides-func; tar czf $OUT/bench.tgz bench.json results.*;
+   for r in */seed*; do tar czf $OUT/$(echo $r | tr / -).tgz $r; done`
+   (`--stop-after` is the window less the data build, the longest epoch and the packing; `timeout` is the net: a bench
+   stopped by it loses only its runs' current epochs. One file per run keeps each under 16 MiB: a queue item of more
+   than 7 runs goes in several benches, e.g. one per recipe.)
+4. Back here: unpack every file over the master copy (`for f in FILES_AT/*.tgz; do tar xzf $f -C
+   runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch, else the
+   earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
+5. `python scripts/make_results.py ... runs/gpu/peptides-func` puts the bench under "GPU reproductions" (its
+   `bench.json` names the GPU and every invocation's commit); commit the small files, as for the CPU suites.
+"""
+
+
 def queue_rows() -> list[str]:
     r"""The queue as table rows, the seeds, epochs and published numbers read from the recipes."""
     sys.path.insert(0, str(ROOT))
@@ -328,6 +366,7 @@ def page(benches: list[Bench], out: Path) -> str:
               "section with the GPU's name."), "",
               "| # | what | command | runs | expected time | paper |", "|---:|---|---|---|---|---|"]
     lines += queue_rows()
+    lines += ["", *GPU_CHUNKS.splitlines()]
     lines += ["", "## GPU reproductions", ""]
     gpus = [b for b in benches if b.gpu is not None]
     if not gpus:

@@ -48,7 +48,8 @@ def test_compile_group_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = run_suite(Settings.tiny(), None, only=["compile"], log=lambda _: None)
     names = [row.name for row in rows]
     assert names == ["GEAET layer compiled vs eager [ZINC]", "GEAET layer compiled vs eager [ZINC] · peak memory",
-                     "ZINC GEAET model compiled vs eager", "ZINC GEAET model compiled vs eager · peak memory"]
+                     "ZINC GEAET model compiled vs eager", "ZINC GEAET model compiled vs eager · peak memory",
+                     "ZINC GEAET training step compiled vs eager"]
     assert all(row.ours is not None and row.reference is not None for row in rows), [r.note for r in rows]
 
 
@@ -120,3 +121,23 @@ def test_scale_group_rows(mirror: Path) -> None:
         assert row.reference is None or (math.isfinite(row.reference) and row.reference > 0), row
     assert rows[-1].reference is None and str(rows[-1].target) == "ours ≥ 10000"
     assert "peak RSS of the largest process" in rows[1].note and "load average" in rows[3].note
+
+
+def test_cuda_timings_synchronise_around_the_timed_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A GPU runs asynchronously: a timed region must wait for the work queued before it and inside it, in every row
+    # (the layer and compile rows through `timed`, the throughput and training-step rows through StepTimer).
+    from gea_graph.bench.perf.core import timed
+    from gea_graph.bench.perf.throughput import StepTimer
+
+    events: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    timed(lambda: events.append("work"), torch.device("cuda"))
+    assert events == ["sync", "work", "sync"]
+    events.clear()
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    timer = StepTimer(model, lambda m, b: m(b).sum(), optimizer, [], torch.device("cpu"))
+    timer.device = torch.device("cuda")
+    monkeypatch.setattr(timer, "_step", lambda: events.append("step") or 1)
+    timer.run(2)
+    assert events == ["sync", "step", "step", "sync"] and timer.graphs == 2

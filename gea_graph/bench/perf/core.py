@@ -88,7 +88,8 @@ class Settings:
     the node counts of the AGF scaling rows; ``layer_datasets`` the mini-batches of the layer rows
     (the quick mode keeps ZINC only: a dense Peptides-func batch is 64 × ~440 nodes, and its rows
     alone would take the quick run past its 3-minute budget on 2 cores); ``scale_rows`` the
-    molecules of the PCQM4Mv2 replica of the ``scale`` rows (:mod:`~gea_graph.bench.perf.scale`).
+    molecules of the PCQM4Mv2 replica of the ``scale`` rows (:mod:`~gea_graph.bench.perf.scale`); ``step_batches``
+    the batch sizes of the compiled training-step row (:func:`~gea_graph.bench.perf.compiled.training_step_row`).
     """
 
     device: torch.device
@@ -103,20 +104,24 @@ class Settings:
     #: which needs no C++ build).
     compile_backend: str = "inductor"
     scale_rows: int = 100_000
+    #: Graphs in each batch of the compiled training-step row's stream (a one-graph batch included, as an epoch's
+    #: last batch can be).
+    step_batches: tuple[int, ...] = (128, 64, 97, 1)
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> Settings:
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
             return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
-                       layer_datasets=("ZINC",), scale_rows=20_000)
+                       layer_datasets=("ZINC",), scale_rows=20_000, step_batches=(32, 17, 1))
         return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 
     @classmethod
     def tiny(cls, device: torch.device | None = None) -> Settings:
         """Smallest settings that still exercise every code path (for the smoke test)."""
         return cls(device or torch.device("cpu"), True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
-                   agf_sizes=(16, 32, 64), compile_backend="aot_eager", scale_rows=300)
+                   agf_sizes=(16, 32, 64), compile_backend="aot_eager", scale_rows=300,
+                   step_batches=(32,))  # the model row's batch: compiled once
 
 
 def resolve_device(name: str) -> torch.device:
