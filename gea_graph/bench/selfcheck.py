@@ -125,6 +125,8 @@ def run_checks(device: torch.device, quick: bool = False, only: Sequence[str] | 
     if unknown:
         raise ValueError(f"unknown check {', '.join(map(repr, unknown))}; known: {', '.join(CHECKS)}")
     names = [n for n in CHECKS if only is None or n in only]
+    if device.type == "cuda":  # before cuBLAS starts: what deterministic algorithms need (as Lightning sets it)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="gea-graph-selfcheck-") as tmp, _quiet():
         ctx = Context(device, quick, Path(tmp))
@@ -581,7 +583,7 @@ def check_checkpoint(ctx: Context) -> str:
         for batch in make_loader(load_datasets(load_recipe(path).data)["val"], 4):
             metric.update(*metric_input(task.metric_name, *prepare(task.model(batch), batch, task.task)))
     value = float(metric.compute())
-    tolerance = 1e-4 if ctx.cuda else 1e-6
+    tolerance = 5e-3 if ctx.cuda else 1e-6  # the GPU evaluated with TF32 matrix products
     gap = _relative_gap(value, result["val"])
     assert gap <= tolerance, f"on CPU val {value:.6g}, on {result['device']} {result['val']:.6g}"
     return (f"trained on {result['device']} ({result['precision']}); best.ckpt loads on CPU (weights_only), "
@@ -613,7 +615,7 @@ def check_ddp(ctx: Context) -> str:
 
     result = read_result(two)
     assert result["world_size"] == 2, result
-    tolerance = 1e-3 if ctx.cuda else 1e-4
+    tolerance = 5e-3 if ctx.cuda else 1e-4  # GPUs: TF32 matrix products and float atomics
     rows = list(zip(read_metrics(one / "metrics.csv"), read_metrics(two / "metrics.csv")))
     worst = 0.0
     for a, b in rows:

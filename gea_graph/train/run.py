@@ -44,7 +44,7 @@ from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
-from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe
+from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, recipe_from_dict
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.csv"
@@ -131,8 +131,17 @@ def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
     _refuse_changes(run_dir, stored, recipe)
 
 
+def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
+    # A key the stored recipe lacks was added to the schema since; its default keeps the old behaviour (e.g.
+    # trainer.deterministic: false), so it counts as that default.
+    try:
+        return recipe_from_dict(stored).to_dict()
+    except (ValueError, TypeError):
+        return stored
+
+
 def _refuse_changes(run_dir: str | os.PathLike, stored: dict[str, Any], recipe: Recipe) -> None:
-    changes = recipe_changes(stored, recipe.to_dict())
+    changes = recipe_changes(_with_defaults(stored), recipe.to_dict())
     if changes:
         more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
         raise RecipeError(f"{run_dir} holds a run of a different recipe ({'; '.join(changes[:3])}{more}); "

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+import yaml
 from torch.utils.data import BatchSampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler
 from torch_geometric.data import Batch, Data
@@ -256,3 +257,20 @@ def test_workers_by_default_only_where_a_gpu_waits_for_data(monkeypatch):
     assert default_workers(cuda=True, processes_per_node=1) == 2  # gather and pin the next batches meanwhile
     assert default_workers(cuda=True, processes_per_node=8) == 0  # 2 cores a process: none to spare
     assert default_workers(cuda=False, processes_per_node=1) == 0  # workers would take the training's cores
+
+
+def test_a_run_made_before_the_new_trainer_keys_still_resumes(tmp_path):
+    # recipe.yaml of runs made before trainer.deterministic existed lacks it: its default (off) is what they ran.
+    from gea_graph.train import check_run_dir, recipe_from_dict
+    from gea_graph.train.recipe import RecipeError
+
+    from .test_training import FAKE
+
+    recipe = recipe_from_dict(FAKE, name="fake")
+    stored = recipe.to_dict()
+    del stored["trainer"]["deterministic"]
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(stored))
+    check_run_dir(tmp_path, recipe)
+    deterministic = recipe_from_dict({**FAKE, "trainer": {**FAKE["trainer"], "deterministic": True}}, name="fake")
+    with pytest.raises(RecipeError, match="trainer.deterministic: False -> True"):
+        check_run_dir(tmp_path, deterministic)
