@@ -118,7 +118,7 @@ def test_jobs_2_runs_two_processes_at_once(tmp_path, monkeypatch):
     out = tmp_path / "bench"
     dirs = {0: out / "fake" / "seed0", 1: out / "fake" / "seed1"}
 
-    def command(run, overrides, max_time, trainer_args):
+    def command(run, overrides, max_time, trainer_args, stop_after=None):
         assert trainer_args[-2:] == ["--threads", "1"] and max_time == 0.5
         return [sys.executable, "-c", WAIT_FOR_OTHER, str(run.run_dir), str(dirs[1 - run.seed])]
 
