@@ -125,16 +125,17 @@ def test_make_loader_shards_graph_and_pyg_loaders_alike():
 # -- batch norm over the global batch --------------------------------------------------------------------------
 
 
-def _batch_norm_worker(rank, world, store, x, weight, results):
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+def _batch_norm_worker(rank, world, folder, x, weight):
+    torch.set_num_threads(1)  # a forked child, as a DataLoader worker
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         norm = DistributedBatchNorm.convert(torch.nn.Sequential(torch.nn.BatchNorm1d(x.size(1))))[0]
         rows = x.tensor_split(world)[rank].clone().requires_grad_(True)
         out = norm(rows)
         (out * weight.tensor_split(world)[rank]).sum().backward()
-        results[rank] = {"out": out.detach(), "grad": rows.grad, "weight_grad": norm.weight.grad,
-                         "running_var": norm.running_var.clone()}
+        torch.save({"out": out.detach(), "grad": rows.grad, "weight_grad": norm.weight.grad,
+                    "running_var": norm.running_var.clone()}, f"{folder}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -143,10 +144,9 @@ def test_distributed_batch_norm_equals_one_process_on_the_global_batch(tmp_path)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(11, 3, generator=gen) * 3 + 1  # 11 rows: shares of 6 and 5
     weight = torch.randn(11, 3, generator=gen)
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_batch_norm_worker, args=(2, str(tmp_path / "store"), x, weight, results), nprocs=2)
-        results = dict(results)
+    # two gloo processes meeting through a file (no port to collide with parallel tests), forked: no re-import
+    mp.start_processes(_batch_norm_worker, args=(2, str(tmp_path), x, weight), nprocs=2, start_method="fork")
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
     reference = torch.nn.BatchNorm1d(3)
     rows = x.clone().requires_grad_(True)
     out = reference(rows)
