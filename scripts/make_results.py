@@ -99,12 +99,12 @@ chunked bench carried to another folder reaches the results of an uninterrupted 
 alike, with their recipes, data and `--out`):
 
 1. Here, once: a folder git ignores for what travels, with the raw files of the data (a built data root is too
-   large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 about 20 MiB, so each chunk builds it
+   large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 26 MiB, so each chunk builds it
    there), and the master copy of the bench folder:
    `echo /gpu-carry/ >> .git/info/exclude; mkdir -p gpu-carry/mirror runs/gpu/peptides-func;
    cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
 2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
-   resumes from `last.ckpt`; a 500k-parameter run holds about 6 MiB per checkpoint, Adam's moments included):
+   resumes from `last.ckpt`; a 463k-parameter run holds 5.4 MiB per checkpoint, Adam's moments included):
    `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
 3. The chunk, one device command carrying `gpu-carry` (the first chunk of a session starts with
    `gea-graph selfcheck --device cuda --json $OUT/selfcheck.json`, and stops there if a check fails):
