@@ -29,6 +29,25 @@ def _batch_norm(bn: torch.nn.BatchNorm1d, h: Tensor, training: bool) -> Tensor:
     return bn(h)
 
 
+class NarrowLinear(Linear):
+    r"""A :class:`~torch.nn.Linear` (same parameters and result) for inputs with very few features, e.g. the
+    :math:`[\mathbf{v}_j[i], \lambda_j]` pairs of the LapPE DeepSet: ``Linear(2, 32)`` over
+    :math:`N k` rows.
+
+    ``F.linear``'s backward forms the weight gradient as :math:`G^{\top} X`, a
+    :math:`[d_{out}, Nk] \times [Nk, d_{in}]` product; with :math:`d_{in} \le 8` that GEMM runs 5-15x slower on
+    CPU (MKL) than the transposed product :math:`X^{\top} G`. Written as ``addmm`` with a contiguous
+    :math:`\mathbf{W}^{\top}`, autograd forms :math:`X^{\top} G` instead (13x faster for ``Linear(2, 32)`` on
+    Peptides-func batches; the gradient is the same)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        r"""``[..., in_features] -> [..., out_features]``."""
+        x = input.reshape(-1, self.in_features)
+        weight_t = self.weight.t().contiguous()  # makes autograd form the weight gradient as X^T G
+        out = torch.mm(x, weight_t) if self.bias is None else torch.addmm(self.bias, x, weight_t)
+        return out.view(*input.shape[:-1], self.out_features)
+
+
 class _PEJoin(Module):
     r"""Shared handling of the node features: optional input map and concat / add."""
 
@@ -148,9 +167,9 @@ class LapPEEncoder(_PEJoin):
         if model == "deepset":
             layers: list = []
             if num_layers == 1:
-                layers += [Linear(2, dim_pe), activation_resolver(act)]
+                layers += [NarrowLinear(2, dim_pe), activation_resolver(act)]
             else:
-                layers += [Linear(2, 2 * dim_pe), activation_resolver(act)]
+                layers += [NarrowLinear(2, 2 * dim_pe), activation_resolver(act)]
                 for _ in range(num_layers - 2):
                     layers += [Linear(2 * dim_pe, 2 * dim_pe), activation_resolver(act)]
                 layers += [Linear(2 * dim_pe, dim_pe), activation_resolver(act)]
