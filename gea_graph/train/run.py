@@ -43,6 +43,7 @@ from lightning.pytorch.plugins.layer_sync import LayerSync
 from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
+from gea_graph.train.memory import ReleaseFreeHeap
 from gea_graph.train.module import GraphTask
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, recipe_from_dict
 
@@ -483,7 +484,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         max_epochs=tr.max_epochs, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
         strategy=strategy, precision=resolve_precision(tr.precision, accelerator),
         gradient_clip_val=recipe.optim.clip, logger=loggers,
-        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE), *([pause] if pause else []), *callbacks],
+        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE), ReleaseFreeHeap(), *([pause] if pause else []),
+                   *callbacks],
         plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,
         num_sanity_val_steps=0, enable_progress_bar=progress, enable_model_summary=False,
         log_every_n_steps=tr.log_every_n_steps, deterministic=tr.deterministic, default_root_dir=str(out),

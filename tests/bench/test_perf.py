@@ -141,3 +141,41 @@ def test_cuda_timings_synchronise_around_the_timed_work(monkeypatch: pytest.Monk
     monkeypatch.setattr(timer, "_step", lambda: events.append("step") or 1)
     timer.run(2)
     assert events == ["sync", "step", "step", "sync"] and timer.graphs == 2
+
+
+def test_geanet_step_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite's GCN+GEANet and GCN recipes, one training step each on the same (here random) batch with LapPE-10.
+    def graphs(dataset: str, count: int) -> tuple:
+        out, note = _few_random_graphs(dataset, count)
+        for g in out:  # within every OGB feature's vocabulary (each has at least 2 values)
+            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
+        return out, note
+
+    monkeypatch.setattr(perf_data, "real_graphs", graphs)
+    rows = run_suite(Settings.tiny(), None, only=["geanet"], log=lambda _: None)
+    assert [r.name for r in rows] == ["MPNN+GEANet step [Peptides-func, batch 128]"]
+    row = rows[0]
+    assert row.ours > 0 and row.reference > 0 and row.ratio is not None and str(row.target) == "≤ 1.4"
+    assert "gcn-geanet-peptides-func-cpu vs gcn-peptides-func-cpu" in row.note
+
+
+def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> None:
+    import yaml
+
+    from gea_graph.bench.perf.training import suite_recipes, training_rss_rows
+
+    assert suite_recipes() == ("gcn-peptides-func-cpu", "gcn-geanet-peptides-func-cpu", "geaet-peptides-func-cpu")
+    recipe = {"data": {"cls": "torch_geometric.datasets.FakeDataset",
+                       "options": {"num_graphs": 40, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2,
+                                   "num_classes": 3}},
+              "model": {"family": "geaet", "task": "graph_classification", "out_channels": 3, "hidden": 8,
+                        "layers": 1, "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2},
+              "optim": {"lr": 0.01, "schedule": "constant"},
+              "trainer": {"max_epochs": 5, "batch_size": 2, "seeds": [0]}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    rows = training_rss_rows(Settings.tiny(), recipes=[str(path)])
+    assert [r.name for r in rows] == ["Peptides-func training run · peak RSS"]
+    row = rows[0]
+    assert row.unit == "MiB" and 50 < row.ours < 3072 and row.reference is None and row.met
+    assert "6 steps each" in row.note and "tiny " in row.note

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gea_graph.bench.perf import compiled, layers, pipeline, scale
+from gea_graph.bench.perf import compiled, layers, pipeline, scale, training
 from gea_graph.bench.perf.core import (
     Row,
     Settings,
@@ -31,6 +31,8 @@ def row_groups() -> dict[str, RowGroup]:
         "agf": layers.agf_scaling_rows,
         "spd": pipeline.shortest_path_rows,
         "train": pipeline.throughput_rows,
+        "geanet": training.geanet_step_rows,
+        "memory": training.training_rss_rows,
         "compile": compiled.compile_rows,
         "scale": scale.scale_rows,
     }
