@@ -74,7 +74,7 @@ def external_attention_rows(settings: Settings) -> list[Row]:
         rows += layer_rows(
             f"external attention [{ds}]", ours,
             partial(ours, inp.x, inp.batch, num_graphs=inp.num_graphs),
-            ref, partial(ref, inp.x), Target("<=", 2.0), settings, _note(inp))
+            ref, partial(ref, inp.x), Target("<=", 1.4), settings, _note(inp))
     return rows
 
 
