@@ -105,6 +105,16 @@ def test_throughput_reference_is_the_pyg_gps_peer(ogb: bool) -> None:
     assert isinstance(trainer.model, PyGGPS)
     trainer.run(2)
     assert trainer.graphs == 4
+    # both sides of the row are timed alike: single steps, alternating (order flipped after every pair)
+    from gea_graph.bench.perf.throughput import alternate
+
+    other = reference_trainer(DataLoader(graphs, batch_size=2), torch.device("cpu"))
+    order: list[str] = []
+    for name, t in (("a", trainer), ("b", other)):
+        t.run = (lambda run, name: lambda steps, timed=True: (order.append(name), run(steps, timed)))(t.run, name)
+    alternate(trainer, other, 3, warmup=1)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert trainer.graphs == 4 + 3 * 2 and other.graphs == 3 * 2
 
 
 def test_scale_group_rows(mirror: Path) -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import gea_graph.train.memory as memory
-from gea_graph.train import fit, recipe_from_dict
+from gea_graph.train import fit, memory, recipe_from_dict
 
 FAKE = {
     "data": {"cls": "torch_geometric.datasets.FakeDataset",

@@ -91,8 +91,8 @@ def geanet_step_rows(settings: Settings) -> list[Row]:
                             warmup=min(settings.warmup, 1), train_steps=settings.train_steps,
                             spd_graphs=settings.spd_graphs)
     t_ours, t_ref = time_pair(ours, reference, settings)
-    notes = [f"{GEANET_RECIPE} vs {MPNN_RECIPE}, {batch.num_graphs} graphs, {batch.num_nodes} nodes, "
-             f"median of {settings.repeats} interleaved steps", note]
+    notes = [(f"{GEANET_RECIPE} vs {MPNN_RECIPE}, {batch.num_graphs} graphs, {batch.num_nodes} nodes, "
+              f"median of {settings.repeats} interleaved steps"), note]
     return [Row("MPNN+GEANet step [Peptides-func, batch 128]", t_ours * 1e3, t_ref * 1e3, "ms/step",
                 Target("<=", 1.4), "; ".join(filter(None, notes)))]
 
