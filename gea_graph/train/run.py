@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
 import json
 import math
 import os
 import pickle
 import resource
-import socket
+import shutil
 import time
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -40,7 +39,16 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
 
-from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.files import (
+    LockError,
+    append_to,
+    atomic_write,
+    clean_stale_temporaries,
+    ensure_folder,
+    exclusive_temporary,
+    hold_lock,
+    write_json,
+)
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
@@ -55,7 +63,7 @@ RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "traine
                      "trainer.log_every_n_steps", "trainer.seeds")
 
 
-class RunLockError(RuntimeError):
+class RunLockError(LockError):
     r"""Another process is training into the same run directory."""
 
 
@@ -66,31 +74,25 @@ def _launcher_rank() -> bool:
 
 @contextlib.contextmanager
 def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
-    r"""Holds an exclusive lock on ``out_dir/.lock`` (``flock``: released by the kernel when the process dies) for
-    the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has it.
-    DDP's non-zero ranks do not lock (their launcher holds the lock)."""
+    r"""Holds the lock ``out_dir/.lock`` (:func:`gea_graph.data.files.hold_lock`: ``flock``, released by the kernel
+    when the process dies; opened with ``O_NOFOLLOW``, refusing a planted link or any file that is not a lock file)
+    for the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has
+    it. DDP's non-zero ranks do not lock (their launcher holds the lock)."""
     if not _launcher_rank():
         yield
         return
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    out = Path(ensure_folder(out_dir))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
+        lock = hold_lock(out / LOCK_FILE)
+        lock.__enter__()
+    except LockError as err:
+        holder = str(err).split(" is held by ", 1)[-1]
         raise RunLockError(f"run directory {out} is in use by {holder}; wait for it to finish, or choose another "
                            f"--out") from None
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
         yield
     finally:
-        os.ftruncate(fd, 0)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        lock.__exit__(None, None, None)
 
 
 def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
@@ -166,6 +168,10 @@ class CheckpointError(RuntimeError):
     r"""A checkpoint that cannot be read (missing, truncated, corrupt or not a plain-types checkpoint)."""
 
 
+class CheckpointWriteError(OSError):
+    r"""A checkpoint that could not be written (a full disk, a file-size limit); the one before it is intact."""
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     r"""Reads a checkpoint with ``torch.load(..., weights_only=True)``; any failure becomes a
     :class:`CheckpointError` that names the file."""
@@ -188,8 +194,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                         storage_options: Any | None = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_temporary(path) as tmp:
-            torch.save(checkpoint, tmp)
+        try:
+            with exclusive_temporary(path) as tmp:
+                torch.save(checkpoint, tmp)
+        except (OSError, RuntimeError) as err:  # torch's zip writer reports a full disk as a RuntimeError
+            reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            free = shutil.disk_usage(path.parent).free
+            raise CheckpointWriteError(
+                f"could not write the checkpoint {path} ({reason}; {free / 2 ** 20:,.0f} MiB free on that disk); "
+                f"the previous checkpoint is intact: free some space, then continue with --resume") from None
 
     def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -226,11 +239,38 @@ class _ResumedWriter(ExperimentWriter):
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
             rows = [r for r in reader if r.get("step") and float(r["step"]) < self._resume_step]
-        with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header)
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_csv(path, header, rows)
         self.metrics_keys = sorted(header)
+
+    # Lightning's writer opens metrics.csv and hparams.yaml following links; these write through the toolkit's
+    # helper instead (a link planted in logs/ is replaced or refused, never written through).
+    def save(self) -> None:
+        if not self.metrics:
+            return
+        path = self.metrics_file_path
+        new_keys = self._record_new_keys()
+        if new_keys and os.path.isfile(path):  # a new column: the file is rewritten with the wider header
+            with open(path, newline="") as f:
+                old = list(csv.DictReader(f))
+            _write_csv(path, self.metrics_keys, old + self.metrics)
+        elif os.path.isfile(path):
+            with append_to(path) as f:
+                csv.DictWriter(f, fieldnames=self.metrics_keys).writerows(self.metrics)
+        else:
+            _write_csv(path, self.metrics_keys, self.metrics)
+        self.metrics = []
+
+    def log_hparams(self, params: dict[str, Any]) -> None:
+        self.hparams.update(params)
+        with atomic_write(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE)) as f:
+            yaml.safe_dump(self.hparams, f, sort_keys=False)
+
+
+def _write_csv(path: str | os.PathLike, header: list[str], rows: Iterable[dict[str, Any]]) -> None:
+    with atomic_write(path, newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 class RunCSVLogger(CSVLogger):
@@ -257,10 +297,7 @@ class RunCSVLogger(CSVLogger):
 def write_metrics(path: Path, history: Iterable[dict[str, float]]) -> None:
     r"""Writes the per-epoch history as CSV, atomically."""
     rows = list(history)
-    with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _write_csv(path, list(rows[0]), rows)
 
 
 def read_metrics(path: str | os.PathLike) -> list:
@@ -469,6 +506,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         _check_checkpoint_fits(last, ckpt, module, recipe)
         resume_step = int(ckpt.get("global_step", 0))
         del ckpt
+    for folder in (ckpt_dir, out / "logs"):  # a link planted there would send checkpoints or logs elsewhere
+        ensure_folder(folder, within=out)
     loggers: list[Logger] = [RunCSVLogger(out, resume_step)]
     if tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
@@ -521,8 +560,7 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
                         f"(checkpoints written); continue it with --resume")
     result = summarize(module, recipe, seed, params)
     result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
-    with exclusive_temporary(out / RESULT_FILE) as tmp:
-        Path(tmp).write_text(json.dumps(result, indent=2))
+    write_json(out / RESULT_FILE, result)
     if verbose:
         print(f"{recipe.name} seed {seed}: best epoch {result['best_epoch']}, val {module.metric_name} "
               f"{result['val']:.4f}, test {result['test']:.4f}, params: {params}", flush=True)
