@@ -21,14 +21,15 @@ import argparse
 import csv
 import json
 import math
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gea_graph.data.files import copy_file, ensure_folder, write_text
+from gea_graph.train.recipe import load_yaml
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,6 @@ alike, with their recipes, data and `--out`):
 
 def queue_rows() -> list[str]:
     r"""The queue as table rows, the seeds, epochs and published numbers read from the recipes."""
-    sys.path.insert(0, str(ROOT))
     from gea_graph.train.recipe import load_recipe
 
     rows = []
@@ -178,7 +178,8 @@ def read_bench(path: Path) -> Bench:
     for row in rows:
         run_dir = path / row["recipe"] / f"seed{row['seed']}"
         result = json.loads((run_dir / "result.json").read_text())
-        recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text()) if (run_dir / "recipe.yaml").is_file() else {}
+        recipe = load_yaml((run_dir / "recipe.yaml").read_text(), str(run_dir / "recipe.yaml")) \
+            if (run_dir / "recipe.yaml").is_file() else {}
         result["description"] = (recipe or {}).get("description", "")
         result["paper"] = (recipe or {}).get("paper")
         bench.runs.append(result)
@@ -311,9 +312,9 @@ def copy_plots(bench: Bench, names: tuple[str, ...], page: Path, prefix: str) ->
     for name in names:
         src = bench.path / name
         if src.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
+            ensure_folder(folder)
             dst = folder / f"{prefix}-{name}" if not name.startswith(prefix) else folder / name
-            shutil.copyfile(src, dst)
+            copy_file(src, dst)
             out += [f"![{dst.stem}](results/{dst.name})", ""]
     return out
 
@@ -382,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md", help="the page (default: %(default)s)")
     args = parser.parse_args(argv)
     benches = [read_bench(p) for p in args.benches]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(page(benches, args.out), encoding="utf-8")
+    ensure_folder(args.out.parent)
+    write_text(args.out, page(benches, args.out))
     print(f"wrote {args.out}")
     return 0
 

@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gea_graph.bench.measure import become_subreaper, measure, reap_orphans
+from gea_graph.data.files import append_to
 
 
 def _human(n: int) -> str:
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{tag} load_average {result.load_average_before} before, {result.load_average_after} after, "
           f"on {result.cpus} CPUs")
     if args.json is not None:
-        with open(args.json, "a") as f:
+        with append_to(args.json) as f:
             f.write(json.dumps(asdict(result)) + "\n")
     code = result.exit_status
     return code if code >= 0 else 128 - code

@@ -38,6 +38,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gea_graph.data import DATASETS
+from gea_graph.data.files import (
+    append_to,
+    atomic_write,
+    ensure_folder,
+    save_figure,
+    write_json,
+    write_text,
+)
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
 from gea_graph.train.run import (
     METRICS_FILE,
@@ -133,12 +141,6 @@ def bench_info(out: Path, command: str | None, jobs: int, threads: int | None, m
     return info
 
 
-def _write_json(path: Path, obj: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -196,13 +198,13 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1 (got {threads})")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out)
     runs = plan(recipes, seeds, out, overrides)
     info = bench_info(out, command, jobs, threads, max_time, overrides)
     session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"],
                "stop_after_min": stop_after}
     info["invocations"].append(session)
-    _write_json(out / BENCH_FILE, info)
+    write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
     env = dict(os.environ)
     if threads is not None:  # also the OpenMP / MKL pools that torch.set_num_threads does not reach
@@ -226,8 +228,8 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
         while queue or active:
             while queue and len(active) < jobs and (time.monotonic() < deadline or started < jobs):
                 tag, run = queue.popleft()
-                run.run_dir.mkdir(parents=True, exist_ok=True)
-                sink = open(run.run_dir / LOG_FILE, "a") if jobs > 1 else None  # noqa: SIM115 -- closed below
+                ensure_folder(run.run_dir, within=out)
+                sink = append_to(run.run_dir / LOG_FILE) if jobs > 1 else None
                 where = f" (log: {run.run_dir / LOG_FILE})" if sink is not None else ""
                 log(f"{tag}: training in {run.run_dir}{where}")
                 left = max(0.0, (deadline - time.monotonic()) / 60) if stop_after is not None else None
@@ -270,7 +272,7 @@ def _stop(active: list, session: dict, info: dict, out: Path) -> None:
             sink.close()
     session["end"] = _now()
     session["load_average"].append(round(os.getloadavg()[0], 2))
-    _write_json(out / BENCH_FILE, info)
+    write_json(out / BENCH_FILE, info)
 
 
 @contextlib.contextmanager
@@ -400,7 +402,7 @@ def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
     for ax in list(axes.flat)[len(groups):]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -408,11 +410,11 @@ def write_reports(runs: Sequence[BenchRun], out: Path) -> None:
     r"""Writes ``results.csv``, ``results.md`` and ``curves.png`` into ``out``."""
     rows = result_rows(runs)
     more = more_keys([run.result for run in runs if run.result is not None])
-    with open(out / "results.csv", "w", newline="") as f:
+    with atomic_write(out / "results.csv", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*CSV_COLUMNS, *(f"test_{k}" for k in more)])
         writer.writeheader()
         writer.writerows(rows)
-    (out / "results.md").write_text(markdown(runs))
+    write_text(out / "results.md", markdown(runs))
     plot_curves(runs, out / "curves.png")
 
 
@@ -440,5 +442,5 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
            title="TreeNeighbourMatch (GEAET Fig. 7)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)

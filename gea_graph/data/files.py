@@ -53,6 +53,12 @@ class UnsafeFileError(OSError):
     r"""A path where the toolkit would write is a symbolic link, a hard link to another file, or not a regular file
     (the message names the path and what to do)."""
 
+    def __init__(self, code: int, message: str, path: str) -> None:
+        super().__init__(code, message, path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 class LockError(RuntimeError):
     r"""A lock is held by another process (the message names the holder), or its file is not a lock file."""
@@ -122,10 +128,11 @@ def exclusive_temporary(path: PathLike) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike, mode: str = "w", encoding: str | None = "utf-8",
-                 newline: str | None = None) -> Iterator[IO[Any]]:
+def atomic_write(path: PathLike, mode: str = "w", encoding: str | None = "utf-8", newline: str | None = None,
+                 fsync: bool = False) -> Iterator[IO[Any]]:
     r"""An open file (``mode`` ``"w"`` text or ``"wb"`` binary) that becomes :obj:`path` when the block succeeds
-    (see :func:`exclusive_temporary`); nothing at :obj:`path` changes when it fails."""
+    (see :func:`exclusive_temporary`); nothing at :obj:`path` changes when it fails. With :obj:`fsync`, its bytes
+    reach the disk before the rename (for large files that are costly to make again)."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     path = str(path)
@@ -135,6 +142,9 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: str | None = "utf-8"
         binary = mode == "wb"
         with os.fdopen(fd, mode, **({} if binary else {"encoding": encoding, "newline": newline})) as f:
             yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if osp.lexists(tmp):
@@ -183,13 +193,19 @@ def _check_regular(fd: int, path: str, what: str) -> os.stat_result:
 
 
 def _open_no_follow(path: str, flags: int, what: str) -> int:
+    # O_NONBLOCK: opening a FIFO planted there must fail (or be refused below), never wait for a reader
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnsafeFileError(errno.ELOOP, f"{path} is a symbolic link; gea-graph never writes {what} through "
                                                f"links: remove it", path) from None
+        if err.errno == errno.ENXIO:
+            raise UnsafeFileError(errno.ENXIO, f"{path} is not a regular file; gea-graph writes {what} only into "
+                                               f"one it created: remove it", path) from None
         raise
+    os.set_blocking(fd, True)
+    return fd
 
 
 def append_to(path: PathLike, encoding: str = "utf-8") -> IO[str]:
@@ -240,14 +256,38 @@ def temporary_folder(path: PathLike) -> Iterator[str]:
     try:
         yield tmp
         os.chmod(tmp, folder_mode())
-        if osp.islink(path) or osp.isfile(path):
-            os.unlink(path)
-        elif osp.isdir(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        move_into(tmp, path)
     finally:
         if osp.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def extracted_zip(archive: PathLike, beside: PathLike) -> Iterator[str]:
+    r"""The zip :obj:`archive` extracted into a fresh private folder in the folder :obj:`beside` (nothing planted
+    there can be written through); the caller renames what it keeps out of it with :func:`move_into`; the rest is
+    removed after the block. (``zipfile`` drops absolute paths and ``..`` from member names.)"""
+    import zipfile
+
+    folder = ensure_folder(beside)
+    tmp = tempfile.mkdtemp(prefix=f".{osp.basename(str(archive))}.tmp-{os.getpid()}-", dir=folder)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(tmp)
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def move_into(source: PathLike, path: PathLike) -> None:
+    r"""Renames the file or folder :obj:`source` to :obj:`path`, replacing what is there (a folder is removed
+    first; a link is removed, never followed)."""
+    path = str(path)
+    if osp.islink(path) or osp.isfile(path):
+        os.unlink(path)
+    elif osp.isdir(path):
+        shutil.rmtree(path)
+    os.replace(source, path)
 
 
 # -- locks -----------------------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import os
 import os.path as osp
 import re
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -34,6 +33,7 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
+from gea_graph.data.files import atomic_write, ensure_folder, extracted_zip, move_into
 from gea_graph.data.store import Columns, build_store
 from gea_graph.transforms import ShortestPathDistance, apply_many
 
@@ -267,8 +267,8 @@ def _invalid_smiles_error(source: str, bad: Sequence[tuple[int, object]]) -> Inv
 
 
 def _write_skipped(path: PathLike, bad: Sequence[tuple[int, object]]) -> None:
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="") as f:
+    ensure_folder(osp.dirname(osp.abspath(path)))
+    with atomic_write(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["row", "smiles"])
         writer.writerows(bad)
@@ -538,8 +538,11 @@ class _OGBLSCMolecules(_MoleculeDataset):
 
     def download(self) -> None:
         archive = fetch(self.archive, self.root)
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(self.root)
+        with extracted_zip(archive, self.root) as tmp:
+            inside = osp.join(tmp, self.folder)
+            ensure_folder(osp.join(self.root, self.folder))
+            for name in os.listdir(inside):  # raw/ and split_dict.pt, beside any processed/ caches
+                move_into(osp.join(inside, name), osp.join(self.root, self.folder, name))
         os.unlink(archive)
 
     def source(self) -> MoleculeSource:

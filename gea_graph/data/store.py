@@ -29,7 +29,6 @@ import json
 import os
 import os.path as osp
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -42,7 +41,13 @@ from torch_geometric.data import Batch, Data
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike
-from gea_graph.data.files import _pid_alive, clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.files import (
+    atomic_write,
+    clean_stale_temporaries,
+    ensure_folder,
+    temporary_folder,
+    write_text,
+)
 
 FORMAT_VERSION = 1
 META = "meta.json"
@@ -216,7 +221,7 @@ def _write_chunk(chunk_dir: str, index: int) -> dict[str, Any]:
         raise StoreError(f"chunk {index} returned {len(columns.num_nodes)} graphs but {len(rows)} row numbers")
     arrays, fields = dict(columns.arrays), columns.fields
     arrays["__rows__"] = rows
-    with exclusive_temporary(osp.join(chunk_dir, f"{index:06d}.npz")) as tmp, open(tmp, "wb") as f:
+    with atomic_write(osp.join(chunk_dir, f"{index:06d}.npz"), "wb") as f:
         np.savez(f, __fields__=np.frombuffer(json.dumps(fields).encode(), dtype=np.uint8),
                  __report__=np.frombuffer(json.dumps(report).encode(), dtype=np.uint8), **arrays)
     return report
@@ -244,18 +249,18 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     global _JOB
     path = osp.abspath(str(path))
     chunk_dir = path + ".chunks"
-    os.makedirs(chunk_dir, exist_ok=True)
-    _clean_temporaries(osp.dirname(path))
-    _clean_temporaries(chunk_dir)
+    ensure_folder(chunk_dir)
+    clean_stale_temporaries(osp.dirname(path))
+    clean_stale_temporaries(chunk_dir)
     plan_path = osp.join(chunk_dir, "plan.json")
     plan = json.loads(json.dumps({**plan, "num_chunks": num_chunks, "format": FORMAT_VERSION}))  # tuples -> lists
     if osp.exists(plan_path):
         with open(plan_path) as f:
             if json.load(f) != plan:  # other input or settings: nothing of that build can be reused
                 shutil.rmtree(chunk_dir)
-                os.makedirs(chunk_dir)
+                ensure_folder(chunk_dir)
     if not osp.exists(plan_path):
-        _write_text(plan_path, json.dumps(plan, sort_keys=True))
+        write_text(plan_path, json.dumps(plan, sort_keys=True))
     todo = [i for i in range(num_chunks) if not osp.exists(osp.join(chunk_dir, f"{i:06d}.npz"))]
     workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1)) if workers is None else workers
     bar = tqdm(total=num_chunks, initial=num_chunks - len(todo), desc=desc, leave=False, disable=num_chunks < 4)
@@ -276,23 +281,6 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     reports = _merge(chunk_dir, num_chunks, path, splits)
     shutil.rmtree(chunk_dir)
     return reports
-
-
-def _write_text(path: str, text: str) -> None:
-    with exclusive_temporary(path) as tmp, open(tmp, "w") as f:
-        f.write(text)
-
-
-def _clean_temporaries(folder: str) -> None:
-    """Removes the temporary files (:func:`~gea_graph.data.files.clean_stale_temporaries`) and temporary store
-    folders of killed builds in :obj:`folder`."""
-    clean_stale_temporaries(folder)
-    for name in os.listdir(folder) if osp.isdir(folder) else ():
-        full = osp.join(folder, name)
-        if ".store.tmp-" in name and osp.isdir(full):
-            pid = name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
-            if not pid.isdigit() or int(pid) == os.getpid() or not _pid_alive(int(pid)):
-                shutil.rmtree(full, ignore_errors=True)
 
 
 def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[dict[str, Any]]:
@@ -324,18 +312,17 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
     if any(sorted(f) != sorted(fields) for f in nonempty):
         raise StoreError(f"the chunks in {chunk_dir} hold different fields; delete that folder and build again")
     num_nodes = np.concatenate(counts.get("num_nodes", [np.zeros(0, np.int64)]))
-    tmp = tempfile.mkdtemp(prefix=f".{osp.basename(path)}.store.tmp-{os.getpid()}-", dir=osp.dirname(path))
-    try:
-        np.save(osp.join(tmp, "num_nodes.npy"), num_nodes.astype(smallest_int_dtype(0, int(num_nodes.max(initial=0)))))
+    with temporary_folder(path) as tmp:
+        _save(osp.join(tmp, "num_nodes.npy"), num_nodes.astype(smallest_int_dtype(0, int(num_nodes.max(initial=0)))))
         rows = np.concatenate(counts["__rows__"])
-        np.save(osp.join(tmp, "rows.npy"), rows.astype(smallest_int_dtype(int(rows.min(initial=0)),
-                                                                          int(rows.max(initial=0)))))
+        _save(osp.join(tmp, "rows.npy"), rows.astype(smallest_int_dtype(int(rows.min(initial=0)),
+                                                                        int(rows.max(initial=0)))))
         for name, positions in splits(rows, reports, [len(c) for c in counts["__rows__"]]).items():
             positions = np.asarray(positions, dtype=np.int64)
             if positions.size and (positions.min() < 0 or positions.max() >= rows.size):
                 raise StoreError(f"split {name!r} has positions outside the store's {rows.size} graphs")
-            np.save(osp.join(tmp, f"split.{name}.npy"),
-                    positions.astype(smallest_int_dtype(0, int(positions.max(initial=0)))))
+            _save(osp.join(tmp, f"split.{name}.npy"),
+                  positions.astype(smallest_int_dtype(0, int(positions.max(initial=0)))))
         levels: dict[str, np.ndarray] = {}
         meta_fields = {}
         # Fields that name a level first ("edges", "pairs"), so that level names do not depend on field order.
@@ -361,18 +348,16 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
         for level, count in levels.items():
             ptr = np.zeros(len(count) + 1, dtype=np.int64)
             np.cumsum(count, out=ptr[1:])
-            np.save(osp.join(tmp, f"ptr.{level}.npy"), ptr)
+            _save(osp.join(tmp, f"ptr.{level}.npy"), ptr)
         meta = {"format": FORMAT_VERSION, "num_graphs": int(num_nodes.size), "fields": meta_fields,
                 "derived": sorted(k for k, spec in fields.items() if spec["kind"] == "derived")}
-        with open(osp.join(tmp, META), "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-        if osp.isdir(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if osp.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_text(osp.join(tmp, META), json.dumps(meta, indent=1, sort_keys=True))
     return reports
+
+
+def _save(path: str, array: np.ndarray) -> None:
+    with atomic_write(path, "wb") as f:
+        np.save(f, array)
 
 
 def _numpy_dtype(spec: dict[str, Any]) -> np.dtype:
@@ -401,7 +386,7 @@ def _level_of(key: str, count: np.ndarray, num_nodes: np.ndarray, levels: dict[s
 def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, shape: tuple[int, ...], total: int,
                   raw: bool = False) -> None:
     if raw:
-        with open(out, "wb") as f:
+        with atomic_write(out, "wb") as f:
             for file in files:
                 with np.load(file) as z:
                     if key in z.files:
@@ -410,7 +395,7 @@ def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, sha
     # Streamed with write(), not through a writable memory map: the pages written never count as this process's
     # memory, so a build's peak memory stays one chunk's worth however large the dataset.
     at = 0
-    with open(out, "wb") as f:
+    with atomic_write(out, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
                                                  "fortran_order": False, "shape": (total, *shape)})
         for file in files:

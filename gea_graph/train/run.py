@@ -52,7 +52,7 @@ from gea_graph.data.files import (
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.module import GraphTask
-from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, recipe_from_dict
+from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, load_yaml, recipe_from_dict
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.csv"
@@ -125,8 +125,8 @@ def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
     if not path.is_file():
         return
     try:
-        stored = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
+        stored = load_yaml(path.read_text(encoding="utf-8", errors="replace"), str(path))
+    except RecipeError:
         stored = None
     if not isinstance(stored, dict):
         raise RecipeError(f"{path} is not a recipe; delete {run_dir} or choose another --out")
