@@ -273,7 +273,12 @@ def recipe_list(value: Any, where: str = "") -> list[str]:
     items = [part.strip() for part in str(value).split(",")]
     if not str(value).strip() or not all(items):
         raise bad(where, value, "a comma-separated list of recipe names or files")
-    return [recipe_spec(item, where) for item in items]
+    if len(items) == 1:
+        return [recipe_spec(items[0], where)]
+    try:
+        return [recipe_spec(item, "") for item in items]
+    except BadValue as err:
+        raise BadValue(f"{where + ': ' if where else ''}{value!r}: {err}") from None
 
 
 def suite_name(value: Any, where: str = "") -> str:

@@ -37,6 +37,9 @@ def files(tmp_path_factory) -> dict[str, str]:
 
     task = GraphTask(load_recipe("gin-tree-r2", ["model.hidden=8", "model.layers=1"]).to_dict())
     torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "tree.ckpt")
+    task = GraphTask(load_recipe("geaet-zinc-quick", ["data.pe=null", "model.pe=null", "model.hidden=8",
+                                                      "model.layers=1"]).to_dict())
+    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "zinc.ckpt")
     (tmp / "a-file").write_text("x")
     return out
 
@@ -69,6 +72,28 @@ CASES = [
     ("diagnose out file", ["diagnose", "{tmp}/tree.ckpt", "--dataset", "tree-r2", "--out", "{tmp}/a-file"],
      "argument --out: '{tmp}/a-file' is a file"),
     ("tree depth", ["data", "prepare", "tree", "--depth", "9", "--root", "{tmp}/deep"], "--allow-large"),
+    # issue 23, D10: tracebacks and unclear lines of the probe
+    ("devices abc", [*T, "--devices", "abc"], "argument --devices: 'abc' is not allowed; it must be auto, a number"),
+    ("accelerator tpu", [*T, "--accelerator", "tpu"], "argument --accelerator: 'tpu' is not known"),
+    ("pe lap:100000", ["data", "prepare", "tree-r2", "--pe", "lap:100000", "--root", "{tmp}/pe"],
+     "N must be in 1..256 for lap (eigenpairs per node)"),
+    ("recipe pe lap:100000", [*T, "data.pe=lap:100000"], "N must be in 1..256 for lap"),
+    ("viz empty smiles", ["viz", "{tmp}/zinc.ckpt", "--smiles", "", "--out", "{tmp}/x.png"],
+     "argument --smiles: '' is not a molecule"),
+    ("viz atom outside the vocabulary", ["viz", "{tmp}/zinc.ckpt", "--smiles", "[Xe]", "--kind", "self", "--out",
+                                         "{tmp}/x.png"], "'[Xe]': atom 0 ([Xe] in the kekulé SMILES) has type 'Xe'"),
+    ("diagnose a file that is not a checkpoint", ["diagnose", "{tmp}/a-file", "--dataset", "tree-r2", "--out",
+                                                  "{tmp}/d"], "is corrupt or not a gea-graph checkpoint"),
+    ("bench depths of a suite without depths", ["bench", "--suite", "zinc-cpu-10min", "--depths", "2", "--out",
+                                                "{tmp}/b"], "--depths: '2' does not apply to --suite zinc-cpu-10min"),
+    ("bench depths the suite lacks", ["bench", "--suite", "tree-depth-cpu", "--depths", "7", "--out", "{tmp}/b"],
+     "--depths: '7' is not allowed; it must be among the depths of tree-depth-cpu: 2,3,4"),
+    ("tree depth 1", ["data", "prepare", "tree", "--depth", "1", "--root", "{tmp}/t1"],
+     "argument --depth: '1' is not allowed; it must be an integer in [2, 16]"),
+    ("max-time nan", [*T, "--max-time", "nan"], "argument --max-time: 'nan' is not allowed"),
+    ("bench max-time -1", ["bench", "--recipes", "gin-tree-r2", "--max-time", "-1", "--out", "{tmp}/b"],
+     "argument --max-time: '-1' is not allowed; it must be a finite number of minutes > 0"),
+    ("recipe max_time nan", [*T, "trainer.max_time=.nan"], "trainer.max_time: nan is not allowed"),
 ]
 
 

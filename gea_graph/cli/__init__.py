@@ -50,6 +50,7 @@ def arg(check: Callable[..., Any], **options: Any) -> Callable[[str], Any]:
 
     convert.__name__ = check.__name__
     convert.check = check  # type: ignore[attr-defined]
+    convert.options = options  # type: ignore[attr-defined]
     return convert
 
 
