@@ -69,17 +69,24 @@ def _get(obj: Any, dotted: str) -> Any:
 
 def check_ranges(recipe: Recipe) -> None:
     r"""Checks every key of :data:`RANGES` that the recipe sets (raises :class:`~gea_graph.checks.BadValue` naming
-    the key, the value and its range)."""
-    for key, spec in RANGES.items():
-        value = _get(recipe, key)
-        for item in value if isinstance(value, list) else [] if value is None else [value]:
-            if spec == "fraction":
-                checks.fraction(item, key)
-            elif isinstance(item, int) and not isinstance(item, bool) and isinstance(spec[0], int) \
-                    and len(spec) == 2:
-                checks.integer(item, key, spec[0], spec[1])
-            else:
-                checks.number(item, key, spec[0], spec[1], strict_low=len(spec) == 3, strict_high=len(spec) == 3)
+    the key, the value and its range). :func:`build_dataclass` checks each section's keys before the section is
+    built, so that a range is reported before any check that combines keys."""
+    for key in RANGES:
+        check_range(key, _get(recipe, key))
+
+
+def check_range(key: str, value: Any) -> None:
+    r"""Checks :obj:`value` (a list: each item) against ``RANGES[key]``; ``None`` and keys without a range pass."""
+    spec = RANGES.get(key)
+    if spec is None:
+        return
+    for item in value if isinstance(value, list) else [] if value is None else [value]:
+        if spec == "fraction":
+            checks.fraction(item, key)
+        elif isinstance(item, int) and not isinstance(item, bool) and len(spec) == 2:
+            checks.integer(item, key, spec[0], spec[1])
+        else:
+            checks.number(item, key, spec[0], spec[1], strict_low=len(spec) == 3, strict_high=len(spec) == 3)
 
 
 def pe_items(spec: str | None) -> dict[str, int]:
@@ -327,6 +334,7 @@ def _check_model_names(model: ModelConfig) -> None:
 
     from gea_graph.nn.geanet import resolve_norm
 
+    checks.choice(model.norm_scope, "model.norm_scope", ("graph", "batch"))
     if model.pe is not None:
         checks.choice(model.pe.kind, "model.pe.kind", ("lap", "rw"))
         checks.choice(model.pe.encoder, "model.pe.encoder", ("linear", "deepset"))
@@ -518,6 +526,8 @@ def build_dataclass(cls: type, raw: Any, where: str, source: str) -> Any:
         raise RecipeError(f"{source}: missing required key '{prefix}{missing[0]}'")
     values = {k: _convert(hints[k], v, f"{prefix}{k}", source) for k, v in raw.items()}
     try:
+        for key, value in values.items():
+            check_range(f"{prefix}{key}", value)
         return cls(**values)
     except (TypeError, ValueError) as err:
         raise RecipeError(f"{source}: {err}") from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import math
 import os
@@ -37,6 +38,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
 
+from gea_graph import checks
 from gea_graph.data.files import (
     LockError,
     append_to,
@@ -115,6 +117,14 @@ def recipe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
+def recipe_digest(recipe: dict[str, Any]) -> str:
+    r"""A digest of a recipe (a plain dictionary) that ignores :data:`RESUMABLE_CHANGES`: two recipes with the same
+    digest train the same model the same way (their time caps aside)."""
+    flat = {k: v for k, v in _flat(recipe).items()
+            if not any(k == i or k.startswith(f"{i}.") for i in RESUMABLE_CHANGES)}
+    return hashlib.sha1(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
 def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
     r"""Raises :class:`RecipeError` when ``run_dir`` holds a run of a different recipe than ``recipe`` (its
     ``recipe.yaml`` differs outside :data:`RESUMABLE_CHANGES`): such a run can neither be resumed nor counted as a
@@ -164,6 +174,10 @@ def _check_checkpoint_fits(path: Path, ckpt: dict[str, Any], module: GraphTask, 
 
 class CheckpointError(RuntimeError):
     r"""A checkpoint that cannot be read (missing, truncated, corrupt or not a plain-types checkpoint)."""
+
+
+class NoEpochError(ValueError):
+    r"""A run whose time cap ended it before its first epoch: it has no result (and is not complete)."""
 
 
 class CheckpointWriteError(OSError):
@@ -459,6 +473,10 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
     Returns:
         The summary (also written to ``result.json``) on the main process of a finished run, else ``None``.
     """
+    if max_time is not None:
+        checks.minutes(max_time, "max_time")
+    if seed is not None:
+        checks.seed(seed, "seed")
     out = Path(out_dir)
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
@@ -556,6 +574,11 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     if pause is not None and pause.stopped:
         raise RunPaused(f"{out}: stopped after {stop_after:g} minutes at the end of epoch {len(module.history)} "
                         f"(checkpoints written); continue it with --resume")
+    if not module.history:  # a result of no epoch would count as a complete run, with NaN metrics
+        why = f"within the time cap of {minutes:g} min (--max-time or trainer.max_time)" if minutes else \
+            "before the run was stopped"
+        raise NoEpochError(f"no epoch finished {why}; {out} holds no result: raise the cap, then run again with "
+                           f"--resume")
     result = summarize(module, recipe, seed, params)
     result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
     write_json(out / RESULT_FILE, result)
@@ -566,6 +589,13 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
 
 
 def read_result(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    r"""The summary of a complete run, or ``None``."""
+    r"""The summary of a complete run, or ``None`` (no ``result.json``, an unreadable one, or one of a run that
+    finished no epoch, which older versions wrote)."""
     path = Path(run_dir) / RESULT_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    try:
+        result = json.loads(path.read_text()) if path.is_file() else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(result, dict) or not isinstance(result.get("epochs"), int) or result["epochs"] < 1:
+        return None
+    return result
