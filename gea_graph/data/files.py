@@ -356,13 +356,30 @@ def _say_waiting(what: str) -> Callable[[str], None]:
     return say
 
 
+#: Build locks this process holds (path -> depth): a build inside a build of the same folder does not wait for
+#: itself (``flock`` locks of two descriptors of one process exclude each other).
+_HELD_BUILDS: dict[str, int] = {}
+
+
 @contextlib.contextmanager
 def build_lock(folder: PathLike, what: str | None = None) -> Iterator[None]:
     r"""The build lock of a dataset folder in a data root (``<folder>/.build.lock``): one process builds at a time;
-    a second one prints whose build it waits for (on stderr), waits, and then finds (and reuses) the result."""
-    folder = ensure_folder(folder)
-    with hold_lock(osp.join(folder, ".build.lock"), on_wait=_say_waiting(what or folder)):
-        yield
+    a second one prints whose build it waits for (on stderr), waits, and then finds (and reuses) the result.
+    Re-entrant within a process."""
+    path = osp.join(ensure_folder(folder), ".build.lock")
+    if _HELD_BUILDS.get(path):
+        _HELD_BUILDS[path] += 1
+        try:
+            yield
+        finally:
+            _HELD_BUILDS[path] -= 1
+        return
+    with hold_lock(path, on_wait=_say_waiting(what or str(folder))):
+        _HELD_BUILDS[path] = 1
+        try:
+            yield
+        finally:
+            del _HELD_BUILDS[path]
 
 
 # -- clean-up --------------------------------------------------------------------------------------------------------

@@ -28,7 +28,9 @@ from __future__ import annotations
 import json
 import os
 import os.path as osp
+import re
 import shutil
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -495,8 +497,41 @@ _TORCH_OF = {np.dtype(d): torch.from_numpy(np.zeros(0, d)).dtype
              for d in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64)}
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def _check_meta(path: str, meta: dict[str, Any]) -> None:
+    """Refuses a ``meta.json`` that names anything but this store's own column files, or values no build writes
+    (a planted ``meta.json`` must not make a column of any file on disk)."""
+
+    def bad(what: str) -> StoreError:
+        return StoreError(f"the store {path} has a meta.json that is not one of a gea-graph build ({what}); delete "
+                          f"that folder to rebuild it")
+
+    fields, derived = meta.get("fields"), meta.get("derived", [])
+    if not isinstance(meta.get("num_graphs"), int) or meta["num_graphs"] < 0:
+        raise bad(f"num_graphs {meta.get('num_graphs')!r}")
+    if not isinstance(fields, dict) or not isinstance(derived, list) or not set(derived) <= set(DERIVED):
+        raise bad("its fields")
+    for key, f in fields.items():
+        if not isinstance(f, dict) or not _NAME.fullmatch(str(key)) or not _NAME.fullmatch(str(f.get("level"))):
+            raise bad(f"field {key!r}")
+        expected = {"tensor": f"{key}.npy", "text": f"{key}.bytes"}.get(f.get("kind"))
+        if f.get("file") != expected:
+            raise bad(f"field {key!r} names the file {f.get('file')!r}, not {expected!r}")
+        if f["kind"] == "tensor":
+            shape = f.get("shape")
+            if not isinstance(f.get("cat_dim"), int) or not 0 <= f["cat_dim"] <= len(shape or []) or not isinstance(
+                    shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise bad(f"field {key!r}: cat_dim {f.get('cat_dim')!r}, shape {shape!r}")
+            _torch_dtype(str(f.get("dtype")))
+
+
 def _mapped(path: str) -> np.ndarray:
     # A plain ndarray over the read-only mapping: numpy's memmap subclass adds microseconds to every indexing.
+    # Only a regular file of the store itself: a link planted in the folder would make a column of another file.
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise StoreError(f"{path} is not a regular file of the store; delete that folder to rebuild it")
     return np.asarray(np.load(path, mmap_mode="r"))
 
 
@@ -541,9 +576,11 @@ class GraphStore:
                 meta = json.load(f)
         except (OSError, ValueError) as err:
             raise StoreError(f"cannot read the store {self.path}: {err}. Delete that folder to rebuild it.") from None
-        if meta.get("format") != FORMAT_VERSION:
-            raise StoreError(f"the store {self.path} has format {meta.get('format')!r}, this version reads "
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+            found = meta.get("format") if isinstance(meta, dict) else None
+            raise StoreError(f"the store {self.path} has format {found!r}, this version reads "
                              f"{FORMAT_VERSION}; delete that folder to rebuild it")
+        _check_meta(self.path, meta)
         self.meta = meta
         self.fields: dict[str, dict[str, Any]] = meta["fields"]
         self.derived: list[str] = list(meta.get("derived", []))
@@ -554,9 +591,13 @@ class GraphStore:
             self.columns: dict[str, np.ndarray] = {}
             for key, f in self.fields.items():
                 if f["kind"] == "text":
+                    text_path = osp.join(self.path, f["file"])
+                    if not stat.S_ISREG(os.lstat(text_path).st_mode):
+                        raise StoreError(f"{text_path} is not a regular file of the store; delete that folder to "
+                                         f"rebuild it")
                     self.columns[key] = np.asarray(
-                        np.memmap(osp.join(self.path, f["file"]), dtype=np.uint8, mode="r")
-                        if osp.getsize(osp.join(self.path, f["file"])) else np.zeros(0, np.uint8))
+                        np.memmap(text_path, dtype=np.uint8, mode="r")
+                        if osp.getsize(text_path) else np.zeros(0, np.uint8))
                     self.ptr[f["level"]] = _mapped(osp.join(self.path, f"ptr.{f['level']}.npy"))
                 else:
                     self.columns[key] = _mapped(osp.join(self.path, f["file"]))
@@ -578,6 +619,8 @@ class GraphStore:
             ptr, column = self.ptr[f["level"]], self.columns[key]
             if len(ptr) != graphs + 1 or int(ptr[-1]) != len(column):
                 problems.append(f"{key} has {len(column)} rows, its offsets say {int(ptr[-1]) if len(ptr) else 0}")
+            elif ptr.dtype.kind not in "iu" or int(ptr[0]) != 0 or (len(ptr) > 1 and bool((np.diff(ptr) < 0).any())):
+                problems.append(f"the offsets of {key} do not rise from 0")
         if problems:
             raise StoreError(f"the store {self.path} is damaged ({'; '.join(problems)} for {graphs} graphs); delete "
                              f"that folder to rebuild it")
@@ -596,10 +639,15 @@ class GraphStore:
     def split(self, name: str) -> np.ndarray:
         """Positions of split :obj:`name`'s graphs in the store (memory-mapped)."""
         path = osp.join(self.path, f"split.{name}.npy")
-        if not osp.exists(path):
+        if not _NAME.fullmatch(name.replace("-", "_")) or not osp.exists(path):
             known = sorted(f[6:-4] for f in os.listdir(self.path) if f.startswith("split."))
             raise StoreError(f"the store {self.path} has no split {name!r}; it has {known}")
-        return _mapped(path)
+        positions = _mapped(path)
+        if positions.dtype.kind not in "iu" or (positions.size and (int(positions.min()) < 0
+                                                                    or int(positions.max()) >= len(self))):
+            raise StoreError(f"the store {self.path} is damaged (split {name!r} has positions outside its "
+                             f"{len(self)} graphs); delete that folder to rebuild it")
+        return positions
 
     def values(self, key: str, index: Sequence[int] | np.ndarray) -> torch.Tensor | list[str]:
         """Field :obj:`key` of graphs :obj:`index`, concatenated (a list of strings for a text field)."""
