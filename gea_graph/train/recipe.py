@@ -134,6 +134,9 @@ class DataConfig:
     split_seed: int = 0
 
     def __post_init__(self) -> None:
+        for key in ("name", "csv", "cls", "root"):  # "" would be the working directory
+            if getattr(self, key) is not None:
+                checks.text(getattr(self, key), f"data.{key}")
         given = [k for k in ("name", "csv", "cls") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("data: give exactly one of 'name', 'csv' or 'cls'"

@@ -98,9 +98,12 @@ def test_every_choice_key_refuses_an_unknown_name():
         else:
             unchecked.append(key)
     assert not unchecked, f"text keys that accept any value (check them, or list them in FREE_TEXT): {unchecked}"
-    for key in text:  # the wrong type is refused by the loader
+    for key in text:  # the wrong type is refused by the loader, and no path or name is empty
         with pytest.raises(RecipeError, match=key.replace(".", r"\.")):
             load(f"{key}=[1, 2]")
+    for key in ("data.root", "data.csv"):
+        with pytest.raises(RecipeError, match=f"{key}: '' is not allowed"):
+            load(f"{key}=''")
 
 
 def test_good_values_at_the_ends_of_the_ranges_are_accepted():
