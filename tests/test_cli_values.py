@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gea_graph import checks
-from gea_graph.cli import build_parser, main
+from gea_graph.cli import build_parser, main, names
 
 #: Bad values of each check (texts as typed; ``{tmp}``: an empty folder, ``{file}``: a file in it). A function
 #: gets the options the check was given (``arg(check, **options)``).
@@ -28,22 +28,22 @@ BAD = {
     checks.output_folder: ["", "{file}"],
     checks.output_file: lambda suffixes=(): ["", "{tmp}", *(["{tmp}/x.jpg"] if suffixes else [])],
     checks.input_file: ["", "{tmp}", "{tmp}/missing.ckpt"],
-    checks.recipe_spec: ["nosuch", "", "{tmp}/missing.yaml"],
-    checks.recipe_list: ["", ",", "nosuch", "gin-tree-r2,nosuch"],
+    names.recipe_spec: ["nosuch", "", "{tmp}/missing.yaml"],
+    names.recipe_list: ["", ",", "nosuch", "gin-tree-r2,nosuch"],
     checks.override: ["noequals", "=5", "1x=2"],
-    checks.suite_name: ["nosuch"],
-    checks.dataset_name: ["nosuch", ""],
-    checks.split_name: ["nosuch"],
-    checks.pe_spec: ["lap:100000", "lap:0", "rw:100000", "spd:255", "bogus:3", "lap:x", ""],
+    names.suite_name: ["nosuch"],
+    names.dataset_name: ["nosuch", ""],
+    names.split_name: ["nosuch"],
+    names.pe_spec: ["lap:100000", "lap:0", "rw:100000", "spd:255", "bogus:3", "lap:x", ""],
     checks.tree_depth: ["1", "0", "17", "x"],
     checks.smiles: ["", "C1CC(N", "not a smiles"],
     checks.colour_map: ["nosuch"],
     checks.layer_index: ["0", "x"],
     checks.torch_device: ["tpu", "cuda:99", "nosuch"],
-    checks.perf_group: ["nosuch"],
+    names.perf_group: ["nosuch"],
 }
 #: A good value of each check, for the positionals before the one walked.
-GOOD = {checks.recipe_spec: "gin-tree-r2", checks.input_file: "{file}", checks.dataset_name: "zinc"}
+GOOD = {names.recipe_spec: "gin-tree-r2", checks.input_file: "{file}", names.dataset_name: "zinc"}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -128,7 +128,7 @@ def test_the_checks_accept_what_they_should():
     assert checks.minutes("2.5") == 2.5 and checks.seed("4294967295") == 2 ** 32 - 1
     assert checks.devices("auto") == "auto" and checks.devices("2") == 2 and checks.devices("0,1") == [0, 1]
     assert checks.devices("-1") == -1 and checks.int_list("0, 1,2") == [0, 1, 2]
-    assert checks.pe_spec("lap:10:norm=none:trivial=keep:pad=nan,rw:256,spd:20:paths=5")
+    assert names.pe_spec("lap:10:norm=none:trivial=keep:pad=nan,rw:256,spd:20:paths=5")
     assert checks.tree_depth("7") == 7 and checks.layer_index("-1") == -1 and checks.smiles("[Xe]") == "[Xe]"
     assert checks.name("gcn-zinc-cpu") == "gcn-zinc-cpu" and checks.accelerator("cpu") == "cpu"
     assert checks.strategy("ddp") == "ddp" and checks.output_file("a.png", "", (".png",)) == "a.png"

@@ -5,6 +5,10 @@ sub-command and sets ``func`` (a callable taking the parsed ``argparse.Namespace
 Modules are imported lazily-in-order here so that ``gea-graph --help`` stays fast and one broken optional
 dependency does not take the whole command down.
 
+Values: every option (and positional) is declared with ``type=arg(checks.<check>)`` (:func:`arg`, the checks of
+:mod:`gea_graph.checks`) or ``choices``, so a bad value is refused while the command line is read, before any work;
+``tests/test_cli_values.py`` walks every sub-command's options and fails, by name, for one without a check.
+
 Errors: bad input (a value out of range, a missing or corrupt file, an unknown name, a recipe that does not fit) ends
 with one line ``gea-graph COMMAND: error: ...`` naming the bad value and what is allowed, and exit code 2, never a
 traceback; ``gea-graph --debug COMMAND ...`` (or ``GEA_GRAPH_DEBUG=1``) shows the traceback instead.

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from gea_graph import checks
-from gea_graph.cli import arg
+from gea_graph.cli import arg, names
 from gea_graph.cli.train import MAX_THREADS, add_common_trainer_args, devices_text
 
 
@@ -30,8 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="benchmark recipes over seeds", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--recipes", type=arg(checks.recipe_list), help="comma-separated recipe names or paths")
-    what.add_argument("--suite", type=arg(checks.suite_name), metavar="NAME", help="a named suite (see --list-suites)")
+    what.add_argument("--recipes", type=arg(names.recipe_list), help="comma-separated recipe names or paths")
+    what.add_argument("--suite", type=arg(names.suite_name), metavar="NAME", help="a named suite (see --list-suites)")
     what.add_argument("--list-suites", action="store_true", help="list the suites with their size and exit")
     parser.add_argument("--seeds", type=arg(checks.int_list), default=None,
                         help="comma-separated seeds (default: each recipe's); a repeated seed runs once")

@@ -16,7 +16,7 @@ import time
 import torch
 
 from gea_graph import checks
-from gea_graph.cli import arg
+from gea_graph.cli import arg, names
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,9 +24,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION")
     prepare = sub.add_parser("prepare", help="build a dataset and print a summary")
-    prepare.add_argument("name", type=arg(checks.dataset_name, tree=True),
+    prepare.add_argument("name", type=arg(names.dataset_name, tree=True),
                          help="dataset name (see `gea-graph data list`), or `tree` with --depth")
-    prepare.add_argument("--pe", type=arg(checks.pe_spec), default=None,
+    prepare.add_argument("--pe", type=arg(names.pe_spec), default=None,
                          help="positional encodings, e.g. lap:8,rw:20 or lap:8,rw:20,spd:20")
     prepare.add_argument("--root", type=arg(checks.output_folder), default=None,
                          help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")

@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 from gea_graph import checks
-from gea_graph.cli import arg, positive_int
+from gea_graph.cli import arg, names, positive_int
 
 _EPILOG = """\
 examples:
@@ -34,11 +34,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint", type=arg(checks.input_file), help="training checkpoint, e.g. RUN/checkpoints/best.ckpt"
     )
     parser.add_argument(
-        "--dataset", type=arg(checks.dataset_name), required=True, metavar="NAME",
+        "--dataset", type=arg(names.dataset_name), required=True, metavar="NAME",
         help="built-in dataset (e.g. zinc)",
     )
     parser.add_argument(
-        "--split", type=arg(checks.split_name), default="test", help="split to measure on (default: test)"
+        "--split", type=arg(names.split_name), default="test", help="split to measure on (default: test)"
     )
     parser.add_argument(
         "--root", type=arg(checks.output_folder), default=None,

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from gea_graph import checks
-from gea_graph.cli import arg, positive_int
+from gea_graph.cli import arg, names, positive_int
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="'auto' (CUDA when available), 'cpu', 'cuda', 'cuda:1', ... (default: auto)")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch CPU threads for every row (default: torch's default)")
-    p.add_argument("--only", nargs="+", type=arg(checks.perf_group), metavar="GROUP", default=None,
+    p.add_argument("--only", nargs="+", type=arg(names.perf_group), metavar="GROUP", default=None,
                    help="run only these groups of rows: dataset external gps geaet graphormer agf "
                         "spd train, and compile (compiled vs eager) and scale (PCQM4Mv2 replica build and loader vs "
                         "OGB and PyG), which run only when named")

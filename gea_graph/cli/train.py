@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from gea_graph import checks
-from gea_graph.cli import arg, positive_int
+from gea_graph.cli import arg, names, positive_int
 
 #: Torch threads or parallel runs beyond this are a typo, not a machine.
 MAX_THREADS = 4096
@@ -40,7 +40,7 @@ def devices_text(devices: int | list[int] | str) -> str:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train one recipe", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recipe", type=arg(checks.recipe_spec),
+    parser.add_argument("recipe", type=arg(names.recipe_spec),
                         help="recipe name (in models/) or path to a recipe YAML")
     parser.add_argument("overrides", nargs="*", type=arg(checks.override),
                         help="dotted overrides, e.g. model.hidden=64 trainer.max_epochs=5")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gea_graph import checks
-from gea_graph.cli import arg, positive_int
+from gea_graph.cli import arg, names, positive_int
 from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--smiles", nargs="+", type=arg(checks.smiles), metavar="SMILES", help="molecules to draw"
     )
     source.add_argument(
-        "--dataset", type=arg(checks.dataset_name), metavar="NAME",
+        "--dataset", type=arg(names.dataset_name), metavar="NAME",
         help="built-in molecular dataset (e.g. zinc)",
     )
     parser.add_argument(
@@ -54,7 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="graphs of --dataset to draw (e.g. 0,5,9)",
     )
     parser.add_argument(
-        "--split", type=arg(checks.split_name), default="test", help="split of --dataset (default: test)"
+        "--split", type=arg(names.split_name), default="test", help="split of --dataset (default: test)"
     )
     parser.add_argument(
         "--root", type=arg(checks.output_folder), default=None,
