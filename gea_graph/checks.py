@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -161,22 +162,22 @@ def text(value: Any, where: str = "") -> str:
     return value
 
 
-def output_folder(value: Any, where: str = "") -> str:
+def output_folder(value: Any, where: str = "") -> Path:
     r"""A folder to write into: non-empty, and not an existing file."""
     value = text(value, where)
     if os.path.exists(value) and not os.path.isdir(value):
         raise bad(where, value, "a folder (it names an existing file)", why="is a file")
-    return value
+    return Path(value)
 
 
-def output_file(value: Any, where: str = "", suffixes: Sequence[str] = ()) -> str:
+def output_file(value: Any, where: str = "", suffixes: Sequence[str] = ()) -> Path:
     r"""A file to write: non-empty, not an existing folder, ending in one of :obj:`suffixes` when given."""
     value = text(value, where)
     if os.path.isdir(value):
         raise bad(where, value, "a file name (it names an existing folder)", why="is a folder")
     if suffixes and os.path.splitext(value)[1].lower() not in suffixes:
         raise bad(where, value, f"a file name ending in {' or '.join(suffixes)}")
-    return value
+    return Path(value)
 
 
 def input_file(value: Any, where: str = "") -> str:
@@ -250,9 +251,9 @@ def placement(accelerator_name: str, devices_value: Any, where: str = "--devices
     import torch
 
     on_cpu = accelerator_name == "cpu" or (accelerator_name == "auto" and not torch.cuda.is_available())
-    if on_cpu and isinstance(devices_value, list):
-        raise bad(where, ",".join(map(str, devices_value)),
-                  "a number of processes on the CPU (device indices need a GPU)")
+    if on_cpu and (isinstance(devices_value, list) or devices_value == -1):
+        raise bad(where, ",".join(map(str, devices_value)) if isinstance(devices_value, list) else str(devices_value),
+                  "a number of processes >= 1 on the CPU (device indices and -1 need a GPU)")
 
 
 # -- values of a kind (imported when checked: each check costs only when its option is given) ----------------

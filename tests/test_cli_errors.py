@@ -75,6 +75,8 @@ CASES = [
     # issue 23, D10: tracebacks and unclear lines of the probe
     ("devices abc", [*T, "--devices", "abc"], "argument --devices: 'abc' is not allowed; it must be auto, a number"),
     ("accelerator tpu", [*T, "--accelerator", "tpu"], "argument --accelerator: 'tpu' is not known"),
+    ("devices on the cpu", [*T, "--accelerator", "cpu", "--devices", "-1"],
+     "--devices: '-1' is not allowed; it must be a number of processes >= 1 on the CPU"),
     ("pe lap:100000", ["data", "prepare", "tree-r2", "--pe", "lap:100000", "--root", "{tmp}/pe"],
      "N must be in 1..256 for lap (eigenpairs per node)"),
     ("recipe pe lap:100000", [*T, "data.pe=lap:100000"], "N must be in 1..256 for lap"),

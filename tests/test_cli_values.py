@@ -131,7 +131,7 @@ def test_the_checks_accept_what_they_should():
     assert names.pe_spec("lap:10:norm=none:trivial=keep:pad=nan,rw:256,spd:20:paths=5")
     assert checks.tree_depth("7") == 7 and checks.layer_index("-1") == -1 and checks.smiles("[Xe]") == "[Xe]"
     assert checks.name("gcn-zinc-cpu") == "gcn-zinc-cpu" and checks.accelerator("cpu") == "cpu"
-    assert checks.strategy("ddp") == "ddp" and checks.output_file("a.png", "", (".png",)) == "a.png"
+    assert checks.strategy("ddp") == "ddp" and checks.output_file("a.png", "", (".png",)) == Path("a.png")
     for bad in ("../x", "/abs", "a/b", ".hidden", "-x", "", "x" * 200):
         with pytest.raises(checks.BadValue, match="one path component"):
             checks.name(bad, "name")

@@ -74,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from gea_graph.diagnostics.loading import dataset_graphs, load_trained
     from gea_graph.diagnostics.report import diagnose
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {args.out!r} is a file; diagnose writes a folder of tables and a plot there")
+    out = Path(args.out)  # checked by its option: not an existing file
     models, batches = {}, {}
     for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
         model, recipe = load_trained(checkpoint)

@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                     "the same process; prints the table and writes DIR/perf.md and DIR/perf.json.")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized run (fewer training steps and graphs; < 3 min on 2 CPU cores)")
-    p.add_argument("--out", type=arg(checks.output_folder), default="perf-results", metavar="DIR",
+    p.add_argument("--out", type=arg(checks.output_folder), default=Path("perf-results"), metavar="DIR",
                    help="output folder for perf.md and perf.json (default: ./perf-results)")
     p.add_argument("--device", type=arg(checks.torch_device), default="auto",
                    help="'auto' (CUDA when available), 'cpu', 'cuda', 'cuda:1', ... (default: auto)")
@@ -39,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     settings = Settings.make(args.quick, resolve_device(args.device))
-    run_suite(settings, Path(args.out), only=args.only)
+    run_suite(settings, args.out, only=args.only)
     return 0
