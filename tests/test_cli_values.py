@@ -21,6 +21,7 @@ BAD = {
     checks.non_negative_int: ["-1", "x", "1.5"],
     checks.seed: ["-1", "x", "4294967296"],
     checks.minutes: ["nan", "inf", "-1", "0", "x", ""],
+    checks.non_negative_minutes: ["nan", "inf", "-1", "x", ""],
     checks.int_list: ["", "x", "1,,2", "-1"],
     checks.devices: ["abc", "0", "-2", "1,1", ""],
     checks.accelerator: ["tpu", "nosuch", *([] if torch.cuda.is_available() else ["gpu", "cuda"])],
@@ -41,6 +42,7 @@ BAD = {
     checks.layer_index: ["0", "x"],
     checks.torch_device: ["tpu", "cuda:99", "nosuch"],
     names.perf_group: ["nosuch"],
+    names.selfcheck_name: ["nosuch"],
 }
 #: A good value of each check, for the positionals before the one walked.
 GOOD = {names.recipe_spec: "gin-tree-r2", checks.input_file: "{file}", names.dataset_name: "zinc"}
@@ -91,8 +93,8 @@ CASES, UNCHECKED = checked_options()
 
 
 def test_every_option_of_every_sub_command_has_a_check():
-    names = {" ".join(path) for path, _ in commands(build_parser())}
-    assert {"train", "bench", "data prepare", "data list", "info", "viz", "diagnose", "perf"} <= names
+    walked = {" ".join(path) for path, _ in commands(build_parser())}
+    assert {"train", "bench", "data prepare", "data list", "info", "viz", "diagnose", "perf", "selfcheck"} <= walked
     assert not UNCHECKED, ("options without a check: give each `type=arg(gea_graph.checks.<check>)` (or `choices`), "
                            "and its check bad values in BAD:\n" + "\n".join(UNCHECKED))
     assert len(CASES) > 100

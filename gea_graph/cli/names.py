@@ -73,3 +73,10 @@ def perf_group(value: Any, where: str = "") -> str:
     from gea_graph.bench.perf.suite import row_groups
 
     return choice(value, where, list(row_groups()))
+
+
+def selfcheck_name(value: Any, where: str = "") -> str:
+    r"""A check of ``gea-graph selfcheck`` (``--list``)."""
+    from gea_graph.bench.selfcheck import CHECKS
+
+    return choice(value, where, list(CHECKS))
