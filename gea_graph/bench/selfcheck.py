@@ -36,6 +36,8 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gea_graph.data.files import write_text
+
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
 
 
@@ -351,7 +353,7 @@ def molecule_recipe(ctx: Context) -> tuple[Path, dict[str, Any]]:
         for k, (smiles, split) in enumerate(zip(_molecules(), split_names)):
             rows.append(f"{smiles},{(k % 10) / 5 - (k // 10) / 7:.4f},{split}")
         table = ctx.workdir / "molecules.csv"
-        table.write_text("\n".join(rows) + "\n")
+        write_text(table, "\n".join(rows) + "\n")
         raw = {"data": {"csv": str(table), "root": str(ctx.workdir / "data"), "pe": "rw:4",
                         "options": {"smiles_column": "smiles", "target_columns": "score", "split_column": "split"}},
                "model": {"family": "geaet", "task": "graph_regression", "out_channels": 1, "hidden": 16,
@@ -363,7 +365,7 @@ def molecule_recipe(ctx: Context) -> tuple[Path, dict[str, Any]]:
                "trainer": {"max_epochs": 1 if ctx.quick else 2, "batch_size": 8, "eval_batch_size": 4,
                            "seeds": [0], "log_every_n_steps": 1}}
         path = ctx.workdir / "selfcheck-molecules.yaml"
-        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        write_text(path, yaml.safe_dump(raw, sort_keys=False))
         return path, raw
 
     return ctx.cached("molecule_recipe", make)

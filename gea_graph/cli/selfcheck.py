@@ -14,20 +14,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from gea_graph import checks
+from gea_graph.cli import arg, names
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("selfcheck", help="check that this machine trains the models correctly",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N] "
+    parser.add_argument("--device", type=arg(checks.torch_device), default="auto", help="auto (CUDA when available), cpu or cuda[:N] "
                                                          "(default: auto)")
     parser.add_argument("--quick", action="store_true",
                         help="the CI-sized run (one epoch of the DDP check; compiling with aot_eager on a CPU)")
-    parser.add_argument("--only", action="append", default=None, metavar="CHECK",
+    parser.add_argument("--only", type=arg(names.selfcheck_name), action="append", default=None, metavar="CHECK",
                         help="run only this check (repeatable; names as in the table, see --list)")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--json", type=arg(checks.output_file), default=None, metavar="FILE",
+                        help="also write the results as JSON")
     parser.set_defaults(func=run)
 
 
@@ -51,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
     env, peak = environment(device), peak_memory_mib(device)
     print(format_report(outcomes, env, peak), end="")
     if args.json is not None:
-        from gea_graph.data.files import exclusive_temporary
+        from gea_graph.data.files import write_text
 
-        with exclusive_temporary(args.json) as tmp:
-            Path(tmp).write_text(report_json(outcomes, env, peak))
+        write_text(args.json, report_json(outcomes, env, peak))
     return 1 if any(o.status == FAIL for o in outcomes) else 0

@@ -12,49 +12,45 @@ from __future__ import annotations
 
 import argparse
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names, positive_int
 
-
-def non_negative_float(text: str) -> float:
-    r"""argparse type: a number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of minutes >= 0, got {text}")
-    return value
+#: Torch threads or parallel runs beyond this are a typo, not a machine.
+MAX_THREADS = 4096
 
 
 def add_common_trainer_args(parser: argparse.ArgumentParser) -> None:
     r"""Lightning placement flags shared by ``train`` and ``bench``."""
-    parser.add_argument("--accelerator", default="auto", help="cpu, gpu, ... (default: auto)")
-    parser.add_argument("--devices", default="auto", help="devices per node: a number, a list, or auto")
+    parser.add_argument("--accelerator", type=arg(checks.accelerator), default="auto",
+                        help=f"{', '.join(checks.ACCELERATORS)} (default: auto)")
+    parser.add_argument("--devices", type=arg(checks.devices), default="auto",
+                        help="devices per node: a number, a list of GPU indices such as 0,1, or auto")
     parser.add_argument("--num-nodes", type=positive_int, default=1, help="number of nodes (default: 1)")
-    parser.add_argument("--strategy", default="auto", help="Lightning strategy, e.g. ddp (default: auto)")
-    parser.add_argument("--threads", type=positive_int, default=None,
+    parser.add_argument("--strategy", type=arg(checks.strategy), default="auto",
+                        help="Lightning strategy, e.g. ddp (default: auto)")
+    parser.add_argument("--threads", type=arg(checks.positive_int, high=MAX_THREADS), default=None,
                         help="CPU threads of torch per process (default: torch's; 1 is much faster on a busy CPU)")
 
 
-def parse_devices(value: str):
-    r"""``"2"`` -> 2, ``"0,1"`` -> [0, 1], ``"auto"`` / ``"-1"`` as Lightning reads them."""
-    if value.isdigit() or (value.startswith("-") and value[1:].isdigit()):
-        return int(value)
-    if "," in value:
-        return [int(v) for v in value.split(",") if v]
-    return value
+def devices_text(devices: int | list[int] | str) -> str:
+    r"""``--devices`` as typed (the inverse of :func:`gea_graph.checks.devices`)."""
+    return ",".join(map(str, devices)) if isinstance(devices, list) else str(devices)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train one recipe", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recipe", help="recipe name (in models/) or path to a recipe YAML")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model.hidden=64 trainer.max_epochs=5")
-    parser.add_argument("--out", default=None, help="run directory (default: runs/<recipe>/seed<seed>)")
+    parser.add_argument("recipe", type=arg(names.recipe_spec),
+                        help="recipe name (in models/) or path to a recipe YAML")
+    parser.add_argument("overrides", nargs="*", type=arg(checks.override),
+                        help="dotted overrides, e.g. model.hidden=64 trainer.max_epochs=5")
+    parser.add_argument("--out", type=arg(checks.output_folder), default=None,
+                        help="run directory (default: runs/<recipe>/seed<seed>)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's first seed)")
-    parser.add_argument("--max-time", type=float, default=None, help="wall-clock cap in minutes")
-    parser.add_argument("--stop-after", type=non_negative_float, default=None, metavar="MINUTES",
+    parser.add_argument("--seed", type=arg(checks.seed), default=None,
+                        help="seed (default: the recipe's first seed)")
+    parser.add_argument("--max-time", type=arg(checks.minutes), default=None, help="wall-clock cap in minutes")
+    parser.add_argument("--stop-after", type=arg(checks.non_negative_minutes), default=None, metavar="MINUTES",
                         help="pause cleanly at the first epoch end after MINUTES (exit code 3; --resume continues)")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -71,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    checks.placement(args.accelerator, args.devices)
     path = resolve_recipe(args.recipe)
     print(f"recipe: {recipe_source(path)}", flush=True)
     recipe = load_recipe(path, args.overrides)
@@ -78,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or f"runs/{recipe.name}/seed{seed}"
     try:
         fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
-            devices=parse_devices(str(args.devices)), num_nodes=args.num_nodes, strategy=args.strategy,
+            devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
             max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress,
             stop_after=args.stop_after)
     except RunPaused as paused:

@@ -9,6 +9,7 @@ else must not point the toolkit at files of its choosing.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 
@@ -16,7 +17,7 @@ import numpy as np
 from torch import nn
 from torch_geometric.data import Data
 
-from gea_graph.data import get_dataset
+from gea_graph.data import DATASETS, get_dataset
 from gea_graph.data.config import PathLike
 from gea_graph.data.molecules import featurize
 from gea_graph.train import CheckpointError, GraphTask, Recipe, load_checkpoint
@@ -49,9 +50,33 @@ def smiles_graphs(smiles: Sequence[str], recipe: Recipe) -> list[Data]:
     """
     for text in smiles:
         to_mol(text)
-    graphs = featurize(list(smiles), np.zeros((len(smiles), 1)), "--smiles")
+    graphs = featurize(list(smiles), np.zeros((len(smiles), 1)), "--smiles", features=training_features(recipe))
+    _check_vocabulary(graphs, recipe)
     transform = parse_pe(recipe.data.pe)
     return [transform(g) if transform is not None else g for g in graphs]
+
+
+def training_features(recipe: Recipe) -> str:
+    """The featurisation the recipe's dataset used (ZINC: its own 28 atom types unless ``features: ogb``)."""
+    options = dict(recipe.data.options)
+    if recipe.data.name is not None and recipe.data.name.lower() in DATASETS:
+        info = DATASETS[recipe.data.name.lower()]
+        default = inspect.signature(info.cls.__init__).parameters.get("features")
+        options = {**({"features": default.default} if default is not None else {}), **info.kwargs, **options}
+    return str(options.get("features", "ogb"))
+
+
+def _check_vocabulary(graphs: Sequence[Data], recipe: Recipe) -> None:
+    # An embedding table indexed past its rows fails with torch's "index out of range in self", naming nothing.
+    model = recipe.model
+    if model.node_encoder != "embedding" or not model.node_vocab:
+        return
+    for graph in graphs:
+        x = graph.x[:, : model.node_in]
+        if x.numel() and int(x.max()) >= model.node_vocab:
+            atom = int((x >= model.node_vocab).any(dim=1).nonzero()[0])
+            raise ValueError(f"--smiles {graph.smiles!r}: atom {atom} has feature value {int(x[atom].max())}, "
+                             f"outside the {model.node_vocab} values the model's atom embedding was trained on")
 
 
 def dataset_graphs(

@@ -24,6 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
+from gea_graph.data.files import atomic_write, ensure_folder, save_figure
 from gea_graph.diagnostics.collect import collect_node_states, find_layers
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
@@ -189,13 +190,11 @@ def response_table(
 
 def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> Path:
     """Write ``rows`` to ``path`` (via a temporary file renamed into place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as handle:
+    ensure_folder(path.parent)
+    with atomic_write(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns))
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
     return path
 
 
@@ -275,8 +274,8 @@ def plot_report(
             title="GFSA filter response",
         )
         ax.legend(fontsize="x-small", ncols=2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    ensure_folder(path.parent)
+    save_figure(fig, path, dpi=120)
     return path
 
 

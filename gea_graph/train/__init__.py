@@ -20,6 +20,7 @@ from gea_graph.train.recipe import (
 from gea_graph.train.run import (
                                     AtomicCheckpointIO,
                                     CheckpointError,
+                                    CheckpointWriteError,
                                     RunLockError,
                                     RunPaused,
                                     check_run_dir,
@@ -33,6 +34,7 @@ __all__ = [
                                     "HIGHER_IS_BETTER",
                                     "AtomicCheckpointIO",
                                     "CheckpointError",
+                                    "CheckpointWriteError",
                                     "DataConfig",
                                     "GraphTask",
                                     "LinkRanking",

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
+import hashlib
 import json
 import math
 import os
-import pickle
 import resource
-import socket
+import shutil
 import time
-import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,12 +38,22 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
 
-from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph import checks
+from gea_graph.data.files import (
+    LockError,
+    append_to,
+    atomic_write,
+    clean_stale_temporaries,
+    ensure_folder,
+    exclusive_temporary,
+    hold_lock,
+    write_json,
+)
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap
 from gea_graph.train.module import GraphTask
-from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, recipe_from_dict
+from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, load_yaml, recipe_from_dict
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.csv"
@@ -56,7 +64,7 @@ RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "traine
                      "trainer.log_every_n_steps", "trainer.seeds")
 
 
-class RunLockError(RuntimeError):
+class RunLockError(LockError):
     r"""Another process is training into the same run directory."""
 
 
@@ -67,31 +75,25 @@ def _launcher_rank() -> bool:
 
 @contextlib.contextmanager
 def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
-    r"""Holds an exclusive lock on ``out_dir/.lock`` (``flock``: released by the kernel when the process dies) for
-    the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has it.
-    DDP's non-zero ranks do not lock (their launcher holds the lock)."""
+    r"""Holds the lock ``out_dir/.lock`` (:func:`gea_graph.data.files.hold_lock`: ``flock``, released by the kernel
+    when the process dies; opened with ``O_NOFOLLOW``, refusing a planted link or any file that is not a lock file)
+    for the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has
+    it. DDP's non-zero ranks do not lock (their launcher holds the lock)."""
     if not _launcher_rank():
         yield
         return
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    out = Path(ensure_folder(out_dir))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
+        lock = hold_lock(out / LOCK_FILE)
+        lock.__enter__()
+    except LockError as err:
+        holder = str(err).split(" is held by ", 1)[-1]
         raise RunLockError(f"run directory {out} is in use by {holder}; wait for it to finish, or choose another "
                            f"--out") from None
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
         yield
     finally:
-        os.ftruncate(fd, 0)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        lock.__exit__(None, None, None)
 
 
 def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
@@ -116,6 +118,14 @@ def recipe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
+def recipe_digest(recipe: dict[str, Any]) -> str:
+    r"""A digest of a recipe (a plain dictionary) that ignores :data:`RESUMABLE_CHANGES`: two recipes with the same
+    digest train the same model the same way (their time caps aside)."""
+    flat = {k: v for k, v in _flat(recipe).items()
+            if not any(k == i or k.startswith(f"{i}.") for i in RESUMABLE_CHANGES)}
+    return hashlib.sha1(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
 def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
     r"""Raises :class:`RecipeError` when ``run_dir`` holds a run of a different recipe than ``recipe`` (its
     ``recipe.yaml`` differs outside :data:`RESUMABLE_CHANGES`): such a run can neither be resumed nor counted as a
@@ -124,8 +134,8 @@ def check_run_dir(run_dir: str | os.PathLike, recipe: Recipe) -> None:
     if not path.is_file():
         return
     try:
-        stored = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
+        stored = load_yaml(path.read_text(encoding="utf-8", errors="replace"), str(path))
+    except RecipeError:
         stored = None
     if not isinstance(stored, dict):
         raise RecipeError(f"{path} is not a recipe; delete {run_dir} or choose another --out")
@@ -167,6 +177,14 @@ class CheckpointError(RuntimeError):
     r"""A checkpoint that cannot be read (missing, truncated, corrupt or not a plain-types checkpoint)."""
 
 
+class NoEpochError(ValueError):
+    r"""A run whose time cap ended it before its first epoch: it has no result (and is not complete)."""
+
+
+class CheckpointWriteError(OSError):
+    r"""A checkpoint that could not be written (a full disk, a file-size limit); the one before it is intact."""
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     r"""Reads a checkpoint with ``torch.load(..., weights_only=True)``; any failure becomes a
     :class:`CheckpointError` that names the file."""
@@ -175,7 +193,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 -- garbage makes torch's unpickler raise anything (KeyError: 101, ...)
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a gea-graph checkpoint "
                               f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
                               "delete it to start over") from None
@@ -189,8 +207,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                         storage_options: Any | None = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_temporary(path) as tmp:
-            torch.save(checkpoint, tmp)
+        try:
+            with exclusive_temporary(path) as tmp:
+                torch.save(checkpoint, tmp)
+        except (OSError, RuntimeError) as err:  # torch's zip writer reports a full disk as a RuntimeError
+            reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            free = shutil.disk_usage(path.parent).free
+            raise CheckpointWriteError(
+                f"could not write the checkpoint {path} ({reason}; {free / 2 ** 20:,.0f} MiB free on that disk); "
+                f"the previous checkpoint is intact: free some space, then continue with --resume") from None
 
     def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -227,11 +252,38 @@ class _ResumedWriter(ExperimentWriter):
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
             rows = [r for r in reader if r.get("step") and float(r["step"]) < self._resume_step]
-        with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header)
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_csv(path, header, rows)
         self.metrics_keys = sorted(header)
+
+    # Lightning's writer opens metrics.csv and hparams.yaml following links; these write through the toolkit's
+    # helper instead (a link planted in logs/ is replaced or refused, never written through).
+    def save(self) -> None:
+        if not self.metrics:
+            return
+        path = self.metrics_file_path
+        new_keys = self._record_new_keys()
+        if new_keys and os.path.isfile(path):  # a new column: the file is rewritten with the wider header
+            with open(path, newline="") as f:
+                old = list(csv.DictReader(f))
+            _write_csv(path, self.metrics_keys, old + self.metrics)
+        elif os.path.isfile(path):
+            with append_to(path) as f:
+                csv.DictWriter(f, fieldnames=self.metrics_keys).writerows(self.metrics)
+        else:
+            _write_csv(path, self.metrics_keys, self.metrics)
+        self.metrics = []
+
+    def log_hparams(self, params: dict[str, Any]) -> None:
+        self.hparams.update(params)
+        with atomic_write(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE)) as f:
+            yaml.safe_dump(self.hparams, f, sort_keys=False)
+
+
+def _write_csv(path: str | os.PathLike, header: list[str], rows: Iterable[dict[str, Any]]) -> None:
+    with atomic_write(path, newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 class RunCSVLogger(CSVLogger):
@@ -258,10 +310,7 @@ class RunCSVLogger(CSVLogger):
 def write_metrics(path: Path, history: Iterable[dict[str, float]]) -> None:
     r"""Writes the per-epoch history as CSV, atomically."""
     rows = list(history)
-    with exclusive_temporary(path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _write_csv(path, list(rows[0]), rows)
 
 
 def read_metrics(path: str | os.PathLike) -> list:
@@ -425,6 +474,10 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
     Returns:
         The summary (also written to ``result.json``) on the main process of a finished run, else ``None``.
     """
+    if max_time is not None:
+        checks.minutes(max_time, "max_time")
+    if seed is not None:
+        checks.seed(seed, "seed")
     out = Path(out_dir)
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
@@ -470,6 +523,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         _check_checkpoint_fits(last, ckpt, module, recipe)
         resume_step = int(ckpt.get("global_step", 0))
         del ckpt
+    for folder in (ckpt_dir, out / "logs"):  # a link planted there would send checkpoints or logs elsewhere
+        ensure_folder(folder, within=out)
     loggers: list[Logger] = [RunCSVLogger(out, resume_step)]
     if tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
@@ -521,10 +576,14 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     if pause is not None and pause.stopped:
         raise RunPaused(f"{out}: stopped after {stop_after:g} minutes at the end of epoch {len(module.history)} "
                         f"(checkpoints written); continue it with --resume")
+    if not module.history:  # a result of no epoch would count as a complete run, with NaN metrics
+        why = f"within the time cap of {minutes:g} min (--max-time or trainer.max_time)" if minutes else \
+            "before the run was stopped"
+        raise NoEpochError(f"no epoch finished {why}; {out} holds no result: raise the cap, then run again with "
+                           f"--resume")
     result = summarize(module, recipe, seed, params)
     result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
-    with exclusive_temporary(out / RESULT_FILE) as tmp:
-        Path(tmp).write_text(json.dumps(result, indent=2))
+    write_json(out / RESULT_FILE, result)
     if verbose:
         print(f"{recipe.name} seed {seed}: best epoch {result['best_epoch']}, val {module.metric_name} "
               f"{result['val']:.4f}, test {result['test']:.4f}, params: {params}", flush=True)
@@ -532,6 +591,13 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
 
 
 def read_result(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    r"""The summary of a complete run, or ``None``."""
+    r"""The summary of a complete run, or ``None`` (no ``result.json``, an unreadable one, or one of a run that
+    finished no epoch, which older versions wrote)."""
     path = Path(run_dir) / RESULT_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    try:
+        result = json.loads(path.read_text()) if path.is_file() else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(result, dict) or not isinstance(result.get("epochs"), int) or result["epochs"] < 1:
+        return None
+    return result

@@ -6,7 +6,6 @@ and run by :mod:`~gea_graph.bench.perf.suite`.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import torch
 from torch.nn import Module
+
+from gea_graph.data.files import ensure_folder, write_json, write_text
 
 #: The keys of one object in ``perf.json`` (exactly these, in this order).
 JSON_KEYS = ("name", "ours", "reference", "unit", "ratio", "target", "met")
@@ -259,9 +260,8 @@ def environment_line(settings: Settings) -> str:
 
 def write_reports(rows: Sequence[Row], out_dir: Path, settings: Settings, seconds: float) -> None:
     """Writes ``perf.md`` (the table) and ``perf.json`` (the rows) into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out_dir)
     md = ["# gea-graph perf", "", environment_line(settings) + f"; suite took {seconds:.0f} s.", "",
           format_table(rows), ""]
-    (out_dir / "perf.md").write_text("\n".join(md), encoding="utf-8")
-    (out_dir / "perf.json").write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n",
-                                       encoding="utf-8")
+    write_text(out_dir / "perf.md", "\n".join(md))
+    write_json(out_dir / "perf.json", [r.to_json() for r in rows])
