@@ -523,8 +523,6 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         _check_checkpoint_fits(last, ckpt, module, recipe)
         resume_step = int(ckpt.get("global_step", 0))
         del ckpt
-    for folder in (ckpt_dir, out / "logs"):  # a link planted there would send checkpoints or logs elsewhere
-        ensure_folder(folder, within=out)
     loggers: list[Logger] = [RunCSVLogger(out, resume_step)]
     if tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
@@ -556,6 +554,9 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         if len(dataset) < world:
             raise RecipeError(f"the {split} split has {len(dataset)} graphs, fewer than the {world} training "
                               f"processes; use fewer devices or more graphs")
+    # Only now, with the run known to start: a link planted there would send checkpoints or logs elsewhere.
+    for folder in (ckpt_dir, out / "logs"):
+        ensure_folder(folder, within=out)
     cuda = trainer.strategy.root_device.type == "cuda"
     if cuda and str(trainer.precision).startswith("32"):
         torch.set_float32_matmul_precision("high")  # TF32 matrix products: `precision: auto` on a GPU

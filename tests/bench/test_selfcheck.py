@@ -58,8 +58,8 @@ def test_a_failing_check_fails_the_run_and_a_skipped_one_does_not(monkeypatch, c
 def test_bad_device_and_unknown_check_are_clear_errors(monkeypatch, capsys):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert main(["selfcheck", "--device", "cuda"]) == 2
-    assert "--device cuda: no CUDA device is available" in capsys.readouterr().err
+    assert "argument --device: 'cuda' is not available" in capsys.readouterr().err
     assert main(["selfcheck", "--device", "tpu"]) == 2
-    assert "--device 'tpu'" in capsys.readouterr().err
+    assert "argument --device: 'tpu' is not a device" in capsys.readouterr().err
     assert main(["selfcheck", "--device", "cpu", "--only", "no such check"]) == 2
-    assert "unknown check 'no such check'" in capsys.readouterr().err
+    assert "argument --only: 'no such check' is not known" in capsys.readouterr().err
