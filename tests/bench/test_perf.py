@@ -110,8 +110,14 @@ def test_throughput_reference_is_the_pyg_gps_peer(ogb: bool) -> None:
 
     other = reference_trainer(DataLoader(graphs, batch_size=2), torch.device("cpu"))
     order: list[str] = []
+    def recording(run, name):
+        def wrapped(steps, timed=True):
+            order.append(name)
+            return run(steps, timed)
+        return wrapped
+
     for name, t in (("a", trainer), ("b", other)):
-        t.run = (lambda run, name: lambda steps, timed=True: (order.append(name), run(steps, timed)))(t.run, name)
+        t.run = recording(t.run, name)
     alternate(trainer, other, 3, warmup=1)
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
     assert trainer.graphs == 4 + 3 * 2 and other.graphs == 3 * 2
