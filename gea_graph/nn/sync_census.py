@@ -58,11 +58,16 @@ class SyncEvent:
 
 
 def _caller() -> str:
-    # The innermost frame of the project (else of the caller), outside torch and this module.
+    # The innermost frame of the project (else of the caller) outside torch and this module, and the innermost frame
+    # outside torch when that is another library's (e.g. Lightning's), after "via".
     frames = [f for f in traceback.extract_stack() if f.filename != __file__]
-    own = [f for f in frames if "gea_graph" in f.filename]
-    pick = own[-1] if own else next((f for f in reversed(frames) if "/torch/" not in f.filename), frames[-1])
-    return f"{pick.filename.split('gea_graph/')[-1]}:{pick.lineno} in {pick.name}"
+    outside = [f for f in frames if "/torch/" not in f.filename] or frames
+    own = [f for f in outside if "gea_graph" in f.filename]
+    pick = own[-1] if own else outside[-1]
+    where = f"{pick.filename.split('gea_graph/')[-1]}:{pick.lineno} in {pick.name}"
+    if outside[-1] is not pick:
+        where += f" via {outside[-1].filename.split('site-packages/')[-1]}:{outside[-1].lineno}"
+    return where
 
 
 def _bool_index(indices: Any) -> bool:

@@ -153,7 +153,8 @@ class GFSA(DenseAttentionBase):
     :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no :math:`N \times N`
     tensor); otherwise one fused autograd function from the scores to :math:`\mathbf{H}\mathbf{V}`
     (in-place softmax, transposed-layout GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`,
-    hand-written backward), or plain ops under autocast or with attention dropout in training.
+    hand-written backward), or plain ops under autocast, under :func:`torch.compile` or with
+    attention dropout in training.
 
     For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
     :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
@@ -242,8 +243,9 @@ class GFSA(DenseAttentionBase):
         c0, c1, c2 = self.polynomial()
         no_drop = not (self.training and self.dropout > 0)
         core_bias = _core_bias(bias, B, H, N)
+        # The hand-written node is an eager-mode optimisation; compiled, the plain ops trace (and fuse) better.
         fused = (no_drop and (bias is None or core_bias is not None)
-                 and not torch.is_autocast_enabled(q.device.type))
+                 and not torch.is_autocast_enabled(q.device.type) and not torch.compiler.is_compiling())
         if no_drop and not need_weights and N >= self.sdpa_min_nodes:
             # Large N: two fused SDPA passes (Y = A V, then A (c1 V + c2 Y)) never materialise
             # the N x N matrix; cheaper than the explicit path once the flash kernel pays off.
