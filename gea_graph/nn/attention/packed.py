@@ -55,11 +55,6 @@ def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _heads_first(t: Tensor) -> Tensor:
-    # rows [n, H, D] of one graph -> [1, H, n, D] (a view; the kernels take any stride but the last)
-    return t.unsqueeze(0).transpose(1, 2)
-
-
 def _generator(seed: Tensor | None) -> torch.Generator | None:
     if seed is None:
         return None
@@ -77,20 +72,68 @@ def _segments(ptr: Tensor) -> list[tuple[int, int]]:
     return [(s, e) for s, e in itertools.pairwise(bounds) if e > s]
 
 
+def _size_classes(ptr: Tensor) -> list[tuple[int, Tensor | int]]:
+    # The non-empty graphs by node count: (n, first row) for a size that one graph has, (n, rows [m * n]) for a size
+    # that m > 1 graphs share, which one batched kernel call then serves (the rows gathered; fewer, larger calls).
+    by_size: dict[int, list[int]] = {}
+    for s, e in _segments(ptr):
+        by_size.setdefault(e - s, []).append(s)
+    out: list[tuple[int, Tensor | int]] = []
+    for n, starts in by_size.items():
+        if len(starts) == 1:
+            out.append((n, starts[0]))
+        else:
+            out.append((n, (torch.tensor(starts).unsqueeze(1) + torch.arange(n)).view(-1)))
+    return out
+
+
+def _rows(t: Tensor, n: int, where: Tensor | int) -> Tensor:
+    # The rows of one size class as [m, H, n, D] (a view for a single graph, a gather for several)
+    if isinstance(where, int):
+        return t[where:where + n].unsqueeze(0).transpose(1, 2)
+    return t.index_select(0, where).view(-1, n, *t.shape[1:]).transpose(1, 2)
+
+
+def _put(dst: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
+    # value [m, H, n, D] into the rows of dst [N, H, D]
+    rows = value.transpose(1, 2).reshape(-1, *dst.shape[1:])
+    if isinstance(where, int):
+        dst[where:where + n].copy_(rows)
+    else:
+        dst.index_copy_(0, where, rows)
+
+
+def _lse_rows(lse: Tensor, n: int, where: Tensor | int) -> Tensor:
+    # [H, N] -> [m, H, n] (contiguous) for the rows of one size class
+    if isinstance(where, int):
+        return lse[:, where:where + n].unsqueeze(0).contiguous()
+    H = lse.size(0)
+    return lse.index_select(1, where).view(H, -1, n).transpose(0, 1).contiguous()
+
+
+def _put_lse(lse: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
+    # value [m, H, n] into lse [H, N]
+    if isinstance(where, int):
+        lse[:, where:where + n].copy_(value[0])
+    else:
+        lse.index_copy_(1, where, value.transpose(0, 1).reshape(lse.size(0), -1))
+
+
 @torch.library.custom_op("gea_graph::packed_attention", mutates_args=(), device_types="cpu")
 def _packed_attention_cpu(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float, dropout_p: float,
                           seed: Tensor | None) -> tuple[Tensor, Tensor]:
     N, H, D = q.shape
     out = q.new_empty(N, H, D)
     lse = q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
-    gen = _generator(seed) if dropout_p > 0.0 else None
-    for s, e in _segments(ptr):
-        if gen is None:
+    if dropout_p == 0.0:
+        for n, where in _size_classes(ptr):  # one flash call per graph size
             o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                _heads_first(q[s:e]), _heads_first(k[s:e]), _heads_first(v[s:e]), scale=scale)
-            out[s:e].copy_(o[0].transpose(0, 1))
-            lse[:, s:e].copy_(m[0])
-            continue
+                _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
+            _put(out, n, where, o)
+            _put_lse(lse, n, where, m)
+        return out, lse
+    gen = _generator(seed)
+    for s, e in _segments(ptr):  # attention dropout: the flash kernel's math, one graph at a time
         qg, kg, vg = (t[s:e].transpose(0, 1) for t in (q, k, v))  # [H, n, D]
         scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
@@ -112,16 +155,16 @@ def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor
                                    seed: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     N, H, D = q.shape
     dq, dk, dv = (q.new_zeros(N, H, D) for _ in range(3))  # rows of empty graphs: none; keep zeros anyway
-    gen = _generator(seed) if dropout_p > 0.0 else None
-    for s, e in _segments(ptr):
-        if gen is None:
-            gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                _heads_first(grad[s:e]), _heads_first(q[s:e]), _heads_first(k[s:e]), _heads_first(v[s:e]),
-                _heads_first(out[s:e]), lse[:, s:e].unsqueeze(0).contiguous(), 0.0, False, scale=scale)
-            for acc, g in ((dq, gq), (dk, gk), (dv, gv)):
-                acc[s:e].copy_(g[0].transpose(0, 1))
-            continue
-        # the flash backward's math, with the forward's keep mask redrawn from the same seed
+    if dropout_p == 0.0:
+        for n, where in _size_classes(ptr):
+            grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
+                _rows(out, n, where), _lse_rows(lse, n, where), 0.0, False, scale=scale)
+            for acc, g in zip((dq, dk, dv), grads):
+                _put(acc, n, where, g)
+        return dq, dk, dv
+    gen = _generator(seed)
+    for s, e in _segments(ptr):  # the flash backward's math, with the forward's keep mask redrawn from the seed
         qg, kg, vg, go = (t[s:e].transpose(0, 1) for t in (q, k, v, grad))  # [H, n, D]
         probs = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale).sub_(lse[:, s:e].unsqueeze(-1)).exp_()
         keep = _keep_mask(gen, H, e - s, dropout_p, q.dtype)

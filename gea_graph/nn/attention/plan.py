@@ -212,6 +212,15 @@ class AttentionPlan:
                                                   output_size=self.num_nodes)
         return self._batch
 
+    def work(self, impl: str) -> int:
+        r"""Attention-matrix entries per head that ``impl`` computes for this batch: :math:`\sum n^2` packed,
+        :math:`\sum g L^2` over the blocks grouped, :math:`B N_{\max}^2` dense."""
+        if impl == "packed":
+            return int((self.node_counts.astype(np.int64) ** 2).sum())
+        if impl not in ("grouped", "dense"):
+            raise ValueError(f"AttentionPlan.work: impl {impl!r} is not one of packed, grouped, dense")
+        return self.layout(impl == "grouped").work
+
     # -- layouts --------------------------------------------------------------------------------------------------
     def layout(self, grouped: bool) -> BlockLayout:
         r"""The grouped (``True``) or the dense (``False``) :class:`BlockLayout`, built on first use. Under
