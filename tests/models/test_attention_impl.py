@@ -93,8 +93,16 @@ def test_graphormer_bias_is_built_once_per_block_never_for_the_padded_batch():
     blocks = model.attn_bias.blocks
     model.attn_bias.blocks = lambda layout, *a, **k: calls.append(layout) or blocks(layout, *a, **k)
     model.attn_bias.forward = lambda *a, **k: pytest.fail("the padded [B, H, N, N] bias was built")
+    seen = []  # the bias tensor each layer's attention gets, per block
+    for layer in model.layers:
+        attend = layer.attn.attend
+        layer.attn.attend = lambda q, k, v, bias, need, _f=attend: seen.append(bias) or _f(q, k, v, bias, need)
     model(batch, **host_sizes(batch))
     assert len(calls) == 1 and calls[0].grouped and len(calls[0].blocks) > 1  # once for all layers
+    blocks = len(calls[0].blocks)
+    assert len(seen) == blocks * len(model.layers)
+    for b in range(blocks):  # every layer reads the same masked bias of a block: nothing copied per layer
+        assert all(seen[i * blocks + b] is seen[b] for i in range(len(model.layers)))
 
 
 def test_attn_impl_is_a_recipe_key_with_clear_errors():

@@ -283,3 +283,17 @@ def test_packed_attention_exports():
     assert "gea_graph.packed_attention" in str(program.graph)
     x2, _, ptr2 = packed_batch((4, 9, 1), seed=1)
     torch.testing.assert_close(program.module()(x2, ptr2), Wrapper()(x2, ptr2))
+
+
+def test_packed_softmax_runs_the_flash_kernel_without_any_mask():
+    # issue 20, finding 8: a float mask kept SDPA off its flash kernel; the packed path passes none
+    from torch.profiler import profile
+
+    x, _, ptr = packed_batch()
+    mod = make("softmax")
+    with profile() as prof:
+        mod(x.requires_grad_(), AttentionPlan(ptr, x.size(0))).sum().backward()
+    ops = {e.key for e in prof.key_averages()}
+    assert {"aten::_scaled_dot_product_flash_attention_for_cpu",
+            "aten::_scaled_dot_product_flash_attention_for_cpu_backward"} <= ops
+    assert not ops & {"aten::masked_fill", "aten::masked_fill_", "aten::_scaled_dot_product_attention_math"}
