@@ -31,7 +31,7 @@ GRAPHS = 128
 CHANNELS, HEADS = 96, 4
 NAME = f"[Peptides-func, batch {GRAPHS}]"
 #: Timed calls per side in the quick mode (the full mode keeps the suite's).
-QUICK_REPEATS = 6
+QUICK_REPEATS = 10
 
 
 def _dense_call(module, x, batch, num_graphs: int, largest: int):
