@@ -21,7 +21,7 @@ innermost frame of ``gea_graph`` (or of the caller) that issued it.
 """
 from __future__ import annotations
 
-import traceback
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Self
@@ -59,14 +59,23 @@ class SyncEvent:
 
 def _caller() -> str:
     # The innermost frame of the project (else of the caller) outside torch and this module, and the innermost frame
-    # outside torch when that is another library's (e.g. Lightning's), after "via".
-    frames = [f for f in traceback.extract_stack() if f.filename != __file__]
-    outside = [f for f in frames if "/torch/" not in f.filename] or frames
-    own = [f for f in outside if "gea_graph" in f.filename]
-    pick = own[-1] if own else outside[-1]
-    where = f"{pick.filename.split('gea_graph/')[-1]}:{pick.lineno} in {pick.name}"
-    if outside[-1] is not pick:
-        where += f" via {outside[-1].filename.split('site-packages/')[-1]}:{outside[-1].lineno}"
+    # outside torch when that is another library's (e.g. Lightning's), after "via". Walks the frames (no source
+    # lines read: the census stays cheap when a step has hundreds of events).
+    frame = sys._getframe(1)
+    outside = own = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name != __file__ and "/torch/" not in name:
+            here = (name, frame.f_lineno, frame.f_code.co_name)
+            outside = outside or here
+            if "gea_graph" in name:
+                own = here
+                break
+        frame = frame.f_back
+    pick = own or outside or ("?", 0, "?")
+    where = f"{pick[0].split('gea_graph/')[-1]}:{pick[1]} in {pick[2]}"
+    if outside is not None and outside is not pick:
+        where += f" via {outside[0].split('site-packages/')[-1]}:{outside[1]}"
     return where
 
 

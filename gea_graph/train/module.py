@@ -163,7 +163,9 @@ class GraphTask(L.LightningModule):
         total = loss + aux
         size = batch.num_graphs
         self.train_loss.update(loss.detach().float(), weight=size)
-        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        # Not on the progress bar: Lightning turns progress-bar values into Python floats at every step (a host
+        # sync per step on a GPU); logged values are read only every log_every_n_steps. The bar shows val/test.
+        self.log("train/loss", loss, batch_size=size)
         if aux.requires_grad:  # the model has an auxiliary loss (AGF) and it is on
             self.log("train/aux_loss", aux, batch_size=size)
         return total

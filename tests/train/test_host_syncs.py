@@ -91,3 +91,39 @@ def test_regression_run_on_real_data_keeps_to_the_sync_budget(tmp_path, mirror, 
     assert census.in_model() == []
     for key, budget in REGRESSION_BUDGET.items():
         assert census.sites(key) == budget, census.censuses[key].report()
+
+
+class AfterSteps(Callback):
+    """Counts the host syncs from the end of each training batch to the start of the next (the loop's logging after a
+    step: Lightning's tensor-to-float conversions)."""
+
+    def __init__(self) -> None:
+        self.census = SyncCensus()
+        self.steps = 0
+        self.active = False
+
+    def _stop(self) -> None:
+        if self.active:
+            self.census.__exit__(None, None, None)
+            self.active = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._stop()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.census.__enter__()
+        self.active = True
+        self.steps += 1
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._stop()
+
+
+def test_logging_the_training_loss_makes_no_sync_per_step(tmp_path):
+    # Lightning turns progress-bar values into floats at every step; the training loss is logged, not shown there
+    raw = {**FAKE, "trainer": {**FAKE["trainer"], "max_epochs": 1, "batch_size": 4, "log_every_n_steps": 50}}
+    counter = AfterSteps()
+    fit(recipe_from_dict(raw, name="fake"), tmp_path, progress=False, verbose=False, accelerator="cpu", devices=1,
+        callbacks=[counter])
+    conversions = [e for e in counter.census.events if "apply_func" in e.where]  # Lightning's tensor -> float
+    assert counter.steps >= 16 and len(conversions) < counter.steps // 2, counter.census.report()

@@ -251,13 +251,22 @@ def block_mask_from_ptr(ptr: Tensor, num_nodes: int, block_size: int = 128, batc
                                     seq_lengths=(num_nodes, num_nodes))
 
 
+_COMPILED_FLEX: list = []
+
+
 def _flex_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float,
                     batch: Tensor | None = None) -> Tensor:
     from torch.nn.attention.flex_attention import flex_attention
 
     N = q.size(0)
     mask = block_mask_from_ptr(ptr, N, batch=batch)
-    out = flex_attention(*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), block_mask=mask, scale=scale)
+    fn = flex_attention
+    if q.device.type != "cpu" and not torch.compiler.is_compiling():
+        # eager flex_attention materialises the scores; its fused kernel comes from compiling it (once)
+        if not _COMPILED_FLEX:
+            _COMPILED_FLEX.append(torch.compile(flex_attention, dynamic=True))
+        fn = _COMPILED_FLEX[0]
+    out = fn(*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), block_mask=mask, scale=scale)
     return out[0].transpose(0, 1)
 
 
