@@ -27,7 +27,8 @@ class ColumnEmbedding(Module):
             table.reset_parameters()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.reshape(x.size(0), self.columns)
+        if x.dim() == 1:  # one column given as a vector (no view with -1: it does not trace for 0-row batches)
+            x = x.unsqueeze(-1)
         return sum(table(x[:, i]) for i, table in enumerate(self.tables))
 
     def __repr__(self) -> str:

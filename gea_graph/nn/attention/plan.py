@@ -221,6 +221,15 @@ class AttentionPlan:
             raise ValueError(f"AttentionPlan.work: impl {impl!r} is not one of packed, grouped, dense")
         return self.layout(impl == "grouped").work
 
+    @property
+    def dense_mask(self) -> Tensor:
+        r"""``[B, N_max]`` bool, ``True`` on real nodes: the mask of the dense padded layout, the layout of stored
+        and returned attention maps (``store_attention``, ``return_attention``)."""
+        layout = self.layout(grouped=False)
+        if not layout.blocks:
+            return torch.zeros(self.num_graphs, 0, dtype=torch.bool, device=self.ptr.device)
+        return layout.blocks[0].mask
+
     # -- layouts --------------------------------------------------------------------------------------------------
     def layout(self, grouped: bool) -> BlockLayout:
         r"""The grouped (``True``) or the dense (``False``) :class:`BlockLayout`, built on first use. Under
