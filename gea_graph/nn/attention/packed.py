@@ -10,10 +10,11 @@ doing :math:`\sum_i N_i^2` work instead of the padded batch's :math:`B\,N_{\max}
 device (:func:`packed_backend`):
 
 * **CPU** (``"cpu_flash"``): the custom operator ``gea_graph::packed_attention`` (:func:`torch.library.custom_op`)
-  whose forward and backward loop ATen's CPU flash-attention kernels over the graphs, one unpadded call each
-  (empty graphs are skipped). With attention dropout in training it runs the same loop with the explicit math of
-  the flash kernel (scores, log-sum-exp, a Bernoulli keep mask drawn from a seed tensor, so the backward redraws
-  the same mask). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
+  whose forward and backward loop ATen's CPU flash-attention kernels over the graphs, unpadded: one call per graph
+  size (the graphs of one size gathered into one batched call; a size one graph has is a view, no copy; empty
+  graphs are skipped). With attention dropout in training (the flash kernel has none) it runs, graph by graph,
+  the explicit math of the flash kernel (scores, log-sum-exp, a Bernoulli keep mask drawn from a seed tensor, so
+  the backward redraws the same mask). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
   graph break, no recompile per batch: shapes are those of ``q``) and :func:`torch.export`.
 * **CUDA** (chosen by dtype; *unverified on a GPU*: no GPU was lent while writing it, the CPU tests run the NJT
   and FlexAttention code paths on CPU):
