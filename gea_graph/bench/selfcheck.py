@@ -628,3 +628,83 @@ def check_ddp(ctx: Context) -> str:
     backend = "NCCL" if ctx.cuda else "gloo"
     return (f"{backend}, {len(rows)} epoch(s) of 10 steps: train loss, val and test MAE equal 1 process's "
             f"(largest relative gap {worst:.0e} <= {tolerance:g})")
+
+
+#: Recipes of the sync census: softmax on the packed rows (GEAET), blocks with Graphormer's bias (GFSA), GEA with the
+#: authors' epsilon-free L1 step and LapPE.
+SYNC_RECIPES = ("geaet-zinc-quick", "graphormer-gfsa-zinc-cpu", "gatedgcn-geanet-peptides-func")
+
+
+@register_check("sync census")
+def check_sync_census(ctx: Context) -> str:
+    r"""A training step (forward and backward) given the batch's host-side sizes makes no host sync in the model
+    (:class:`~gea_graph.nn.sync_census.SyncCensus`: ``.item()``, ``nonzero``, boolean masks, ``.cpu()``, ...), for
+    each recipe of :data:`SYNC_RECIPES`; the loss's own syncs are listed in the detail."""
+    from gea_graph.models.networks import host_sizes
+    from gea_graph.models.synthetic import synthetic_batch
+    from gea_graph.nn.sync_census import SyncCensus
+    from gea_graph.train import GraphTask, load_recipe
+    from gea_graph.train.metrics import prepare
+    from gea_graph.train.module import labelled
+
+    loss_syncs = []
+    for name in SYNC_RECIPES:
+        recipe = load_recipe(name)
+        torch.manual_seed(0)
+        task = GraphTask(recipe.to_dict()).to(ctx.device).train()
+        batch = synthetic_batch(recipe.model, recipe.data.pe, sizes=(5, 9, 1, 7, 23, 6))
+        sizes = host_sizes(batch)  # on the host, before the batch moves (as the training loop does)
+        batch = batch.to(ctx.device)
+        with SyncCensus() as model_census:
+            out = task.model(batch, **sizes)
+            (out.float().sum() + task.model.aux_loss()).backward()
+        assert model_census.count == 0, f"{name}: {model_census.count} host syncs in the model:\n" + \
+            model_census.report()
+        with SyncCensus() as loss_census:
+            pred, target = labelled(*prepare(out.detach(), batch, task.task), task.task)
+            task.loss(pred, target)
+        loss_syncs.append(f"{name.split('-')[0]} {loss_census.count}")
+    return (f"0 host syncs in the model's forward and backward ({len(SYNC_RECIPES)} recipes); the loss's: "
+            f"{', '.join(loss_syncs)} (the missing-label mask of regression and multi-label tasks)")
+
+
+@register_check("packed vs dense attention")
+def check_packed_attention(ctx: Context) -> str:
+    r"""Softmax attention on the packed rows (the kernel :func:`~gea_graph.nn.attention.packed.packed_backend`
+    picks for the device and dtype) and GFSA on blocks of graphs of similar size equal the dense padded path, outputs
+    and gradients, on graphs of mixed sizes with empty and single-node ones, in float32 (and in bfloat16 on a GPU)."""
+    from gea_graph.nn.attention import GFSA, AttentionPlan, MultiheadAttention, from_dense, to_dense
+    from gea_graph.nn.attention.packed import packed_backend
+
+    sizes = (3, 0, 1, 17, 5, 0, 2, 40, 1, 6, 6, 90, 11)
+    ptr = torch.tensor((0, ) + sizes).cumsum(0).to(ctx.device)
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes)).to(ctx.device)
+    cases = [("softmax", MultiheadAttention, torch.float32), ("gfsa", GFSA, torch.float32)]
+    if ctx.cuda:
+        cases.append(("softmax", MultiheadAttention, torch.bfloat16))
+    details = []
+    for name, cls, dtype in cases:
+        torch.manual_seed(0)
+        module = cls(32, 4).to(ctx.device, dtype)
+        x = torch.randn(sum(sizes), 32, device=ctx.device, dtype=dtype)
+        outs, grads = [], []
+        for packed in (True, False):
+            module.zero_grad(set_to_none=True)
+            leaf = x.clone().requires_grad_()
+            if packed:
+                out = module(leaf, AttentionPlan(ptr, leaf.size(0), max(sizes)))
+            else:
+                dense, mask = to_dense(leaf, batch, batch_size=len(sizes), max_num_nodes=max(sizes))
+                out = from_dense(module(dense, mask), mask, leaf.size(0))
+            weight = torch.linspace(-1, 1, out.numel(), device=ctx.device, dtype=dtype).view_as(out)
+            (out * weight).sum().backward()
+            outs.append(out.detach().float())
+            grads.append([leaf.grad.float()] + [p.grad.float() for p in module.parameters()])
+        tol = 2e-2 if dtype == torch.bfloat16 else (1e-3 if ctx.cuda else 1e-5)  # GPUs: TF32 projections
+        gap = 0.0
+        for got, want in [(outs[0], outs[1]), *zip(grads[0], grads[1])]:
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol, msg=f"{name} {dtype}")
+            gap = max(gap, float((got - want).abs().max()))
+        kernel = packed_backend(ctx.device.type, dtype) if name == "softmax" else "grouped blocks"
+        details.append(f"{name} {str(dtype).split('.')[-1]} ({kernel}) {gap:.0e}")
+    return "equal to the dense path, outputs and gradients (max gap): " + "; ".join(details)

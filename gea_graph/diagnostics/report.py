@@ -28,6 +28,7 @@ from gea_graph.data.files import atomic_write, ensure_folder, save_figure
 from gea_graph.diagnostics.collect import collect_node_states, find_layers
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
+from gea_graph.nn.attention.plan import AttentionPlan
 
 LAYER_COLUMNS = (
     "model",
@@ -94,6 +95,11 @@ def gfsa_coefficients(model: nn.Module) -> list[GFSACoefficients | None]:
     return [m.coefficients() if m is not None else None for m in _gfsa_modules(model)]
 
 
+def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
+    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
+    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg
+
+
 @torch.no_grad()
 def gfsa_eigenvalues(
     model: nn.Module,
@@ -116,7 +122,7 @@ def gfsa_eigenvalues(
     handles = [
         m.register_forward_pre_hook(
             lambda _m, args, kwargs, i=i: masks[i].append(
-                args[1] if len(args) > 1 else kwargs["mask"]
+                _dense_mask(args[1] if len(args) > 1 else kwargs["mask"])
             ),
             with_kwargs=True,
         )

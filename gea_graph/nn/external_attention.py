@@ -78,20 +78,20 @@ def _l1_without_eps(p: Tensor, rho: Tensor, logits: Tensor, index: Tensor | None
     (row sums ``rho``) the group softmax of the base-2 ``logits`` ``[M, H, S]``. Where all of a
     row's softmax values are subnormal or 0 (a node far below the column maxima of every unit),
     :math:`p / \sum p` loses its precision or is 0/0 (NaN in the authors' code); those rows take the
-    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead."""
+    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead. The
+    log-space value is computed for every row and taken where needed (``torch.where``): no host sync
+    (which rows underflow is never read on the host), at the cost of a few passes over the rows."""
     alpha = p / rho
-    under = rho.view(-1) < torch.finfo(p.dtype).tiny
-    if bool(under.any()):  # one host sync, only in this mode
-        if index is None:
-            shift = logits.amax(dim=0, keepdim=True)
-        else:
-            expanded = index.view(-1, 1, 1).expand_as(logits)
-            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
-                0, expanded, logits, "amax", include_self=False)
-        total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
-        log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
-        alpha[under] = torch.softmax(log_p.view(alpha.shape)[under] / _LOG2E, dim=-1)
-    return alpha
+    under = rho < torch.finfo(p.dtype).tiny
+    if index is None:
+        shift = logits.amax(dim=0, keepdim=True)
+    else:
+        expanded = index.view(-1, 1, 1).expand_as(logits)
+        shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+            0, expanded, logits, "amax", include_self=False)
+    total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
+    log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
+    return torch.where(under, torch.softmax(log_p.view(alpha.shape) / _LOG2E, dim=-1), alpha)
 
 
 class _GroupSoftmax(torch.autograd.Function):

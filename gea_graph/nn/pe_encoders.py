@@ -188,8 +188,10 @@ class LapPEEncoder(_PEJoin):
 
     def forward(self, x: OptTensor, pe: Tensor | Sequence[Tensor],
                 eigval: OptTensor = None, mask: OptTensor = None,
-                batch: OptTensor = None) -> Tensor:
-        r"""Runs the forward pass of the module (see the class doc for the arguments)."""
+                batch: OptTensor = None, num_graphs: int | None = None) -> Tensor:
+        r"""Runs the forward pass of the module (see the class doc for the arguments;
+        :obj:`num_graphs`, the number of graphs of :obj:`batch`, is read from it with a host sync
+        when not given)."""
         if not isinstance(pe, Tensor):
             parts = tuple(pe)
             eigvec = parts[0]
@@ -214,7 +216,8 @@ class LapPEEncoder(_PEJoin):
             if batch is None or self.sign_scope == "batch":
                 sign = torch.randint(0, 2, (1, k), device=eigvec.device).to(dtype) * 2 - 1
             else:
-                num_graphs = int(batch.max()) + 1 if batch.numel() > 0 else 0
+                if num_graphs is None:
+                    num_graphs = int(batch.max()) + 1 if batch.numel() > 0 else 0
                 sign = torch.randint(0, 2, (num_graphs, k), device=eigvec.device).to(dtype)
                 sign = (sign * 2 - 1).index_select(0, batch)
             eigvec = eigvec * sign

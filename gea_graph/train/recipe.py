@@ -249,6 +249,11 @@ class TrainerConfig:
         metric: ``"auto"`` (by task: MAE, accuracy, AP, macro-F1 for node classification, MRR) or one of
             ``"mae"``, ``"accuracy"``, ``"ap"``, ``"f1"``, ``"mrr"``.
         log_every_n_steps: Lightning's logging interval.
+        compile: Train the model compiled (:class:`~gea_graph.nn.compiling.DynamicCompiled`: ``torch.compile`` with
+            dynamic shapes and no graph break, one compiled graph for every batch, a one-graph batch included; the
+            size-grouped attentions then run on the padded batch): ``true`` (the ``inductor`` backend) or the name of
+            a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). The same function as
+            in eager mode.
     """
 
     max_epochs: int = 100
@@ -262,8 +267,18 @@ class TrainerConfig:
     loss: str = "auto"
     metric: str = "auto"
     log_every_n_steps: int = 50
+    compile: bool | str = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.compile, str):
+            import torch._dynamo
+
+            backends = torch._dynamo.list_backends(exclude_tags=())
+            if self.compile not in backends:
+                raise ValueError(f"trainer.compile: {self.compile!r} is not a torch.compile backend; give true, false "
+                                 f"or one of {', '.join(backends)}")
+        elif type(self.compile) is not bool:
+            raise ValueError(f"trainer.compile: {self.compile!r} must be true, false or a torch.compile backend name")
         if not self.seeds:
             raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
         if self.precision not in PRECISIONS:

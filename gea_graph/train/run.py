@@ -61,7 +61,7 @@ RECIPE_FILE = "recipe.yaml"
 LOCK_FILE = ".lock"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
 RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
-                     "trainer.log_every_n_steps", "trainer.seeds")
+                     "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "model.attn_impl")
 
 
 class RunLockError(LockError):
