@@ -35,8 +35,9 @@ from pathlib import Path
 
 import yaml
 
+from gea_graph.data.files import write_text
 from gea_graph.models import ModelConfig, build_model, count_parameters
-from gea_graph.train.recipe import build_dataclass
+from gea_graph.train.recipe import build_dataclass, load_yaml
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 GEAET = "GEAET (Liang et al., 2024)"
@@ -475,7 +476,7 @@ def table3() -> dict[str, dict]:
 
 
 def gfsa() -> dict[str, dict]:
-    raw = yaml.safe_load((MODELS_DIR / "graphormer-gfsa-pcqm4mv2.yaml").read_text())
+    raw = load_yaml((MODELS_DIR / "graphormer-gfsa-pcqm4mv2.yaml").read_text(), "graphormer-gfsa-pcqm4mv2.yaml")
     raw["model"]["attn"] = "softmax"
     del raw["model"]["attn_args"]  # GFSA's learnable coefficients
     raw["description"] = (
@@ -510,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file() or path.read_text() != text:
             stale.append(name)
             if not args.check:
-                path.write_text(text)
+                write_text(path, text)
     verb = "stale" if args.check else "written"
     print(f"{len(stale)} recipe(s) {verb}" + (f": {', '.join(stale)}" if stale else ""))
     return 1 if args.check and stale else 0

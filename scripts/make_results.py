@@ -21,14 +21,17 @@ import argparse
 import csv
 import json
 import math
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gea_graph import checks
+from gea_graph.bench.runner import variant_labels
+from gea_graph.data.files import copy_file, ensure_folder, write_text
+from gea_graph.train.recipe import load_yaml
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,46 @@ GPU_QUEUE = (
 )
 
 
+#: How the queue runs on a GPU lent in short windows (the procedure ``tests/bench/test_bench_chunks.py`` tests on
+#: CPU: a bench stopped by ``--stop-after`` resumes in a copy of its folder and reaches the uninterrupted result).
+GPU_CHUNKS = """### GPU work in chunks
+
+GPU time comes in windows: at most 10 minutes a command, with at most 64 MiB carried to the GPU machine (the
+checkout included) and at most 8 files (16 MiB each, 64 MiB in all) brought back. A queue command therefore runs as a
+series of chunks: `gea-graph bench ... --stop-after MINUTES` stops cleanly after that time (each run at its next
+epoch end, its checkpoints written; exit code 3 while runs remain), and the same command on a copy of its `--out`
+folder, on any machine, goes on exactly where it stopped (`tests/bench/test_bench_chunks.py` checks on CPU that a
+chunked bench carried to another folder reaches the results of an uninterrupted one). For queue item 1 (the others
+alike, with their recipes, data and `--out`):
+
+1. Here, once: a folder git ignores for what travels, with the raw files of the data (a built data root is too
+   large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 26 MiB, so each chunk builds it
+   there), and the master copy of the bench folder:
+   `echo /gpu-carry/ >> .git/info/exclude; mkdir -p gpu-carry/mirror runs/gpu/peptides-func;
+   cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
+2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
+   resumes from `last.ckpt`; a 463k-parameter run holds 5.4 MiB per checkpoint, Adam's moments included):
+   `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
+3. The chunk, one device command carrying `gpu-carry` (the first chunk of a session starts with
+   `gea-graph selfcheck --device cuda --json $OUT/selfcheck.json`, and stops there if a check fails):
+   `export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/datasets;
+   gea-graph data prepare peptides-func --pe lap:10:norm=none:trivial=keep:pad=nan;
+   timeout 540 gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1,2,3 --out gpu-carry/runs/peptides-func
+   --stop-after 6; cd gpu-carry/runs/peptides-func; tar czf $OUT/bench.tgz bench.json results.*;
+   for r in */seed*; do tar czf $OUT/$(echo $r | tr / -).tgz $r; done`
+   (`--stop-after` is the window less the data build, the longest epoch and the packing; `timeout` is the net: a bench
+   stopped by it loses only its runs' current epochs. One file per run keeps each under 16 MiB: a queue item of more
+   than 7 runs goes in several benches, e.g. one per recipe.)
+4. Back here: unpack every file over the master copy (`for f in FILES_AT/*.tgz; do tar xzf $f -C
+   runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch, else the
+   earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
+5. `python scripts/make_results.py ... runs/gpu/peptides-func` puts the bench under "GPU reproductions" (its
+   `bench.json` names the GPU and every invocation's commit); commit the small files, as for the CPU suites.
+"""
+
+
 def queue_rows() -> list[str]:
     r"""The queue as table rows, the seeds, epochs and published numbers read from the recipes."""
-    sys.path.insert(0, str(ROOT))
     from gea_graph.train.recipe import load_recipe
 
     rows = []
@@ -137,13 +177,24 @@ def read_bench(path: Path) -> Bench:
     if csv_path.is_file():
         with open(csv_path, newline="") as f:
             rows = list(csv.DictReader(f))
+    records = bench.info.get("runs") or {}
     for row in rows:
-        run_dir = path / row["recipe"] / f"seed{row['seed']}"
+        try:  # a name is one path component: results.csv never sends the reading outside the bench folder
+            key = f"{checks.name(row['recipe'], 'recipe')}/seed{checks.seed(row['seed'], 'seed')}"
+        except checks.BadValue as err:
+            raise SystemExit(f"make_results: {csv_path}: {err}") from None
+        run_dir = path / key
         result = json.loads((run_dir / "result.json").read_text())
-        recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text()) if (run_dir / "recipe.yaml").is_file() else {}
+        recipe = load_yaml((run_dir / "recipe.yaml").read_text(), str(run_dir / "recipe.yaml")) \
+            if (run_dir / "recipe.yaml").is_file() else {}
         result["description"] = (recipe or {}).get("description", "")
         result["paper"] = (recipe or {}).get("paper")
+        result["record"] = records.get(key)  # its own cap, threads, jobs and code (None in older bench folders)
         bench.runs.append(result)
+    for name in dict.fromkeys(run["recipe"] for run in bench.runs):  # runs that differ are never averaged
+        own = [run for run in bench.runs if run["recipe"] == name]
+        for run, label in zip(own, variant_labels([run["record"] for run in own])):
+            run["row"] = name + label
     return bench
 
 
@@ -164,7 +215,7 @@ def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
     r"""The table of a bench (one line per recipe, best test mean first) and the test mean of each recipe."""
     groups: dict[str, list[dict]] = {}
     for run in bench.runs:
-        groups.setdefault(run["recipe"], []).append(run)
+        groups.setdefault(run["row"], []).append(run)
     if not groups:
         return ["No complete runs yet."], {}
     first = next(iter(groups.values()))[0]
@@ -193,7 +244,8 @@ def depth_table(bench: Bench) -> list[str]:
     for run in bench.runs:
         if "-tree-r" in run["recipe"]:
             model, depth = run["recipe"].rsplit("-tree-r", 1)
-            cells.setdefault(model, {}).setdefault(int(depth), []).append(run["test"])
+            label = run["row"][len(run["recipe"]):]
+            cells.setdefault(model + label, {}).setdefault(int(depth), []).append(run["test"])
     if not cells:
         return []
     depths = sorted({d for by_depth in cells.values() for d in by_depth})
@@ -237,8 +289,7 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         f"Made by `{info.get('command') or '(command not recorded)'}` (output folder `{_rel(bench.path, page)}`).",
         "",
         f"- machine: {device}; {machine.get('platform', '')}",
-        (f"- runs at a time: {info.get('jobs')}; torch threads per run: {info.get('threads') or 'default'}; "
-        f"cap per run: {info.get('max_time_min') or 'none'} min"),
+        _settings_line(bench),
         (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
         f"{machine.get('torch_geometric')}, gea-graph {_commits(sessions, machine)}"),
         f"- dates: {dates} ({len(sessions)} invocation{'s' if len(sessions) != 1 else ''})",
@@ -249,6 +300,25 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         lines.append(f"- load average (1 min, sampled each minute): mean {sum(loads) / len(loads):.1f}, max "
                      f"{max(loads):.1f} on {cores} cores ({note}; times under a time cap depend on it)")
     return lines + [""]
+
+
+def _settings_line(bench: Bench) -> str:
+    r"""Runs at a time, threads and cap: each run's own (from ``bench.json``'s run records), or, for a bench folder
+    made before runs had records, the values its ``bench.json`` holds for its last invocation (said so)."""
+    records = [run["record"] for run in bench.runs]
+    if bench.runs and all(records):
+        values = {key: sorted({json.dumps(r.get(key)) for r in records}) for key in ("jobs", "threads", "max_time_min")}
+        if any(len(v) > 1 for v in values.values()):
+            return "- runs at a time, torch threads and cap per run: they differ between runs, see the rows"
+        jobs, threads, cap = (json.loads(values[k][0]) for k in ("jobs", "threads", "max_time_min"))
+        note = " (each run's own, from bench.json)"
+    else:
+        info = bench.info
+        jobs, threads, cap = info.get("jobs"), info.get("threads"), info.get("max_time_min")
+        note = (" (recorded once for the bench, by its last invocation; this bench.json predates per-run records)"
+                if bench.runs else "")
+    return (f"- runs at a time: {jobs}; torch threads per run: {threads or 'default'}; cap per run: "
+            f"{f'{cap:g} min' if cap is not None else 'none'}{note}")
 
 
 def _commits(sessions: list[dict], machine: dict) -> str:
@@ -273,9 +343,9 @@ def copy_plots(bench: Bench, names: tuple[str, ...], page: Path, prefix: str) ->
     for name in names:
         src = bench.path / name
         if src.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
+            ensure_folder(folder)
             dst = folder / f"{prefix}-{name}" if not name.startswith(prefix) else folder / name
-            shutil.copyfile(src, dst)
+            copy_file(src, dst)
             out += [f"![{dst.stem}](results/{dst.name})", ""]
     return out
 
@@ -328,6 +398,7 @@ def page(benches: list[Bench], out: Path) -> str:
               "section with the GPU's name."), "",
               "| # | what | command | runs | expected time | paper |", "|---:|---|---|---|---|---|"]
     lines += queue_rows()
+    lines += ["", *GPU_CHUNKS.splitlines()]
     lines += ["", "## GPU reproductions", ""]
     gpus = [b for b in benches if b.gpu is not None]
     if not gpus:
@@ -343,8 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md", help="the page (default: %(default)s)")
     args = parser.parse_args(argv)
     benches = [read_bench(p) for p in args.benches]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(page(benches, args.out), encoding="utf-8")
+    ensure_folder(args.out.parent)
+    write_text(args.out, page(benches, args.out))
     print(f"wrote {args.out}")
     return 0
 

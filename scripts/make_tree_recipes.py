@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from gea_graph.data.files import write_text
+
 MODELS = {
     "geaet": {"family": "geaet", "mpnn": "gatedgcn", "attn": "softmax", "gea": True, "hidden": 64, "ffn": True},
     "gcn": {"family": "mpnn", "mpnn": "gcn", "hidden": 32, "ffn": False},
@@ -42,7 +44,7 @@ def main() -> None:
     for model in MODELS:
         for depth in range(2, 8):
             path = out / f"{model}-tree-r{depth}.yaml"
-            path.write_text(yaml.safe_dump(recipe(model, depth), sort_keys=False, width=120))
+            write_text(path, yaml.safe_dump(recipe(model, depth), sort_keys=False, width=120))
 
 
 if __name__ == "__main__":

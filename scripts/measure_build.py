@@ -70,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{tag} load_average {result.load_average_before} before, {result.load_average_after} after, "
           f"on {result.cpus} CPUs")
     if args.json is not None:
-        with open(args.json, "a") as f:
+        # Imported only now: gea_graph.data imports torch, and the measuring process must stay small while it
+        # measures (a child forked from a large parent starts with the parent's resident size in its ru_maxrss).
+        from gea_graph.data.files import append_to
+
+        with append_to(args.json) as f:
             f.write(json.dumps(asdict(result)) + "\n")
     code = result.exit_status
     return code if code >= 0 else 128 - code

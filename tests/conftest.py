@@ -59,3 +59,11 @@ def build_once(shared_data_root: Path) -> Callable:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def zinc(mirror, build_once) -> dict:
+    """The real ZINC-12k (default, Benchmarking-GNNs features) with LapPE-8 and RWPE-20, per split."""
+    from gea_graph.data import ZINC
+
+    return build_once("zinc", lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})

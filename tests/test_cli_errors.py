@@ -37,6 +37,9 @@ def files(tmp_path_factory) -> dict[str, str]:
 
     task = GraphTask(load_recipe("gin-tree-r2", ["model.hidden=8", "model.layers=1"]).to_dict())
     torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "tree.ckpt")
+    task = GraphTask(load_recipe("geaet-zinc-quick", ["data.pe=null", "model.pe=null", "model.hidden=8",
+                                                      "model.layers=1"]).to_dict())
+    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "zinc.ckpt")
     (tmp / "a-file").write_text("x")
     return out
 
@@ -49,10 +52,10 @@ CASES = [
      "text.csv: target column 'score' has non-numeric values in rows [1]"),
     ("zero-byte cache", ["data", "prepare", "tree-r2", "--root", "{tmp}/zero"], "train.pt: "),
     ("md5 failure", ["data", "prepare", "zinc", "--root", "{tmp}/md5"], "MD5 mismatch for"),
-    ("heads=0", [*T, "model.heads=0"], "model.heads: 0 is not allowed; it must be >= 1"),
+    ("heads=0", [*T, "model.heads=0"], "model.heads: 0 is not allowed; it must be an integer in [1, 1024]"),
     ("batch_size=0", [*T, "trainer.batch_size=0"], "trainer.batch_size: 0 is not allowed"),
-    ("lr=-1", [*T, "optim.lr=-1"], "optim.lr: -1.0 is not allowed; it must be > 0"),
-    ("dropout=1.5", [*T, "model.dropout=1.5"], "model.dropout: 1.5 is not allowed; it must be in [0, 1)"),
+    ("lr=-1", [*T, "optim.lr=-1"], "optim.lr: -1.0 is not allowed; it must be a finite number in (0, 10)"),
+    ("dropout=1.5", [*T, "model.dropout=1.5"], "model.dropout: 1.5 is not allowed; it must be a finite number in [0, 1)"),
     ("max_epochs=0", [*T, "trainer.max_epochs=0"], "trainer.max_epochs: 0 is not allowed"),
     ("max_epochs=-1", [*T, "trainer.max_epochs=-1"], "trainer.max_epochs: -1 is not allowed"),
     ("subset=-5", [*T, "data.subset=-5"], "data.subset: -5 is not allowed"),
@@ -60,15 +63,39 @@ CASES = [
     ("data.name", [*T, "data.name=nosuch"], "data.name: 'nosuch' is not a built-in dataset; allowed: zinc"),
     ("pe mismatch", ["train", "geaet-zinc-quick", "data.pe=lap:4", "--out", "{tmp}/r4"],
      "model.pe expects rw:16 positional encodings but data.pe is 'lap:4'"),
-    ("threads 0", [*T, "--threads", "0"], "argument --threads: expected a positive integer (1 or more), got 0"),
+    ("threads 0", [*T, "--threads", "0"], "argument --threads: '0' is not allowed; it must be an integer in [1, 4096]"),
     ("unknown option", [*T, "--outt", "x"], "unrecognized arguments: --outt x"),
     ("override after option", ["train", "gin-tree-r2", "--out", "{tmp}/r5", "optim.lr=-1"], "optim.lr: -1.0"),
     ("info nosuch", ["info", "nosuch"], "no recipe named 'nosuch'"),
     ("viz dataset", ["viz", "{tmp}/tree.ckpt", "--dataset", "nosuch", "--out", "{tmp}/x.png"],
-     "unknown dataset 'nosuch'; known: zinc"),
+     "argument --dataset: 'nosuch' is not known; it must be one of zinc"),
     ("diagnose out file", ["diagnose", "{tmp}/tree.ckpt", "--dataset", "tree-r2", "--out", "{tmp}/a-file"],
-     "--out '{tmp}/a-file' is a file"),
+     "argument --out: '{tmp}/a-file' is a file"),
     ("tree depth", ["data", "prepare", "tree", "--depth", "9", "--root", "{tmp}/deep"], "--allow-large"),
+    # issue 23, D10: tracebacks and unclear lines of the probe
+    ("devices abc", [*T, "--devices", "abc"], "argument --devices: 'abc' is not allowed; it must be auto, a number"),
+    ("accelerator tpu", [*T, "--accelerator", "tpu"], "argument --accelerator: 'tpu' is not known"),
+    ("devices on the cpu", [*T, "--accelerator", "cpu", "--devices", "-1"],
+     "--devices: '-1' is not allowed; it must be a number of processes >= 1 on the CPU"),
+    ("pe lap:100000", ["data", "prepare", "tree-r2", "--pe", "lap:100000", "--root", "{tmp}/pe"],
+     "N must be in 1..256 for lap (eigenpairs per node)"),
+    ("recipe pe lap:100000", [*T, "data.pe=lap:100000"], "N must be in 1..256 for lap"),
+    ("viz empty smiles", ["viz", "{tmp}/zinc.ckpt", "--smiles", "", "--out", "{tmp}/x.png"],
+     "argument --smiles: '' is not a molecule"),
+    ("viz atom outside the vocabulary", ["viz", "{tmp}/zinc.ckpt", "--smiles", "[Xe]", "--kind", "self", "--out",
+                                         "{tmp}/x.png"], "'[Xe]': atom 0 ([Xe] in the kekulé SMILES) has type 'Xe'"),
+    ("diagnose a file that is not a checkpoint", ["diagnose", "{tmp}/a-file", "--dataset", "tree-r2", "--out",
+                                                  "{tmp}/d"], "is corrupt or not a gea-graph checkpoint"),
+    ("bench depths of a suite without depths", ["bench", "--suite", "zinc-cpu-10min", "--depths", "2", "--out",
+                                                "{tmp}/b"], "--depths: '2' does not apply to --suite zinc-cpu-10min"),
+    ("bench depths the suite lacks", ["bench", "--suite", "tree-depth-cpu", "--depths", "7", "--out", "{tmp}/b"],
+     "--depths: '7' is not allowed; it must be among the depths of tree-depth-cpu: 2,3,4"),
+    ("tree depth 1", ["data", "prepare", "tree", "--depth", "1", "--root", "{tmp}/t1"],
+     "argument --depth: '1' is not allowed; it must be an integer in [2, 16]"),
+    ("max-time nan", [*T, "--max-time", "nan"], "argument --max-time: 'nan' is not allowed"),
+    ("bench max-time -1", ["bench", "--recipes", "gin-tree-r2", "--max-time", "-1", "--out", "{tmp}/b"],
+     "argument --max-time: '-1' is not allowed; it must be a finite number of minutes > 0"),
+    ("recipe max_time nan", [*T, "trainer.max_time=.nan"], "trainer.max_time: nan is not allowed"),
 ]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -37,50 +38,148 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gea_graph import checks
 from gea_graph.data import DATASETS
+from gea_graph.data.files import (
+    append_to,
+    atomic_write,
+    ensure_folder,
+    save_figure,
+    write_json,
+    write_text,
+)
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
-from gea_graph.train.run import METRICS_FILE, check_run_dir, read_metrics, read_result
+from gea_graph.train.run import (
+    METRICS_FILE,
+    PAUSED_EXIT_CODE,
+    check_run_dir,
+    read_metrics,
+    read_result,
+    recipe_digest,
+)
 
 BENCH_FILE = "bench.json"
 LOG_FILE = "train.log"
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
-               "train_time_s", "peak_memory_mb", "metric")
+               "train_time_s", "peak_memory_mb", "metric", "max_time_min", "threads", "jobs", "code")
+
+
+#: What a run's own record in ``bench.json`` holds, and what its siblings (the runs of one recipe) must share to be
+#: averaged: the time cap in minutes (``--max-time``, else the recipe's ``trainer.max_time``; ``None``: epochs
+#: only), torch threads, runs at a time, and the digest of the resolved recipe (:func:`recipe_digest`).
+SETTINGS = ("max_time_min", "threads", "jobs", "recipe")
+
+
+class BenchError(ValueError):
+    r"""A bench that would count dishonestly (runs of one recipe under different settings, two recipes sharing a
+    name); the message names the runs and the difference."""
 
 
 @dataclass
 class BenchRun:
-    r"""One recipe x seed of a benchmark."""
+    r"""One recipe x seed of a benchmark. ``status`` after :func:`run_bench`: ``complete`` (its ``result.json``
+    exists), ``paused`` (stopped cleanly by ``stop_after``; it resumes from its last epoch), ``failed`` or
+    ``pending`` (not started in this invocation)."""
 
     recipe: Recipe
     path: Path
     seed: int
     run_dir: Path
+    status: str = "pending"
+
+    @property
+    def key(self) -> str:
+        r"""``<recipe>/seed<seed>``: the run's folder in the bench and its key in ``bench.json``'s ``runs``."""
+        return f"{self.recipe.name}/seed{self.seed}"
 
     @property
     def result(self) -> dict | None:
         return read_result(self.run_dir)
 
+    @property
+    def started(self) -> bool:
+        r"""Whether the run has trained (a result or a checkpoint to resume from)."""
+        return self.result is not None or (self.run_dir / "checkpoints" / "last.ckpt").is_file()
+
 
 def plan(recipes: Sequence[str], seeds: Sequence[int] | None, out_dir: Path,
-         overrides: Sequence[str] = ()) -> list[BenchRun]:
-    r"""The runs of a benchmark (the recipe's own seeds unless ``seeds`` is given)."""
-    runs = []
-    for spec in recipes:
-        path = resolve_recipe(spec)
+         overrides: Sequence[str] = (), log=print) -> list[BenchRun]:
+    r"""The runs of a benchmark (the recipe's own seeds unless ``seeds`` is given). A seed or recipe given twice
+    runs once (``log`` says so); two different recipes of one name (whose runs would share a folder) are refused."""
+    if seeds is not None:
+        seeds = checks.unique([checks.seed(s, "--seeds") for s in seeds], "--seeds", log)
+    paths = checks.unique([resolve_recipe(spec) for spec in recipes], "--recipes", log, key=lambda p: p.resolve())
+    runs: list[BenchRun] = []
+    named: dict[str, Path] = {}
+    for path in paths:
         recipe = load_recipe(path, overrides)
-        for seed in (seeds if seeds is not None else recipe.trainer.seeds):
+        if recipe.name in named:
+            raise BenchError(f"the recipes {named[recipe.name]} and {path} are both named {recipe.name!r}: their runs "
+                             f"would share {out_dir / recipe.name}; give one another name (its name: key)")
+        named[recipe.name] = path
+        own = checks.unique(recipe.trainer.seeds, f"{recipe.name}'s trainer.seeds", log) if seeds is None else seeds
+        for seed in own:
             runs.append(BenchRun(recipe, path, seed, out_dir / recipe.name / f"seed{seed}"))
             check_run_dir(runs[-1].run_dir, recipe)  # a run of other overrides is neither skipped nor resumed
     return runs
 
 
+def run_settings(run: BenchRun, max_time: float | None, threads: int | None, jobs: int) -> dict[str, object]:
+    r"""The settings of one run in this invocation (see :data:`SETTINGS`)."""
+    budget = max_time if max_time is not None else run.recipe.trainer.max_time
+    return {"max_time_min": budget, "threads": threads, "jobs": jobs, "recipe": recipe_digest(run.recipe.to_dict())}
+
+
+def _describe(key: str, value: object) -> str:
+    if key == "max_time_min":
+        return f"a cap of {value:g} min" if value is not None else "no time cap"
+    if key == "threads":
+        return f"{value} torch threads" if value is not None else "torch's default threads"
+    if key == "jobs":
+        return f"{value} run{'s' if value != 1 else ''} at a time"
+    return f"recipe {value}"
+
+
+def check_siblings(runs: Sequence[BenchRun], previous: dict, settings: dict[str, dict], given: dict,
+                   out: Path) -> None:
+    r"""Refuses (:class:`BenchError`) a bench whose runs would be averaged with runs of the same recipe in ``out``
+    trained under other settings (:data:`SETTINGS`; ``settings``: each planned run's): such runs are never counted
+    together. A run in a folder whose ``bench.json`` predates per-run records is taken to have the folder's last
+    recorded ``--max-time``, threads and jobs, compared with this invocation's (``given``)."""
+    records = previous.get("runs")
+    planned = {run.recipe.name: run for run in runs}
+    for name, run in planned.items():
+        folder = out / name
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for seed_dir in sorted(p.name for p in folder.iterdir() if p.name.startswith("seed")):
+            sibling = BenchRun(run.recipe, run.path, -1, folder / seed_dir)
+            if not sibling.started:
+                continue
+            if records is not None and f"{name}/{seed_dir}" in records:
+                had, wanted, note = records[f"{name}/{seed_dir}"], settings[run.key], ""
+            elif records is None and previous.get("invocations"):
+                had = {k: previous.get(k) for k in ("max_time_min", "threads", "jobs")}
+                wanted, note = given, " (its bench.json records the settings of the last invocation only)"
+            else:
+                continue
+            for field in SETTINGS:
+                if field in had and field in wanted and had[field] != wanted[field]:
+                    raise BenchError(f"{folder / seed_dir} was trained with {_describe(field, had[field])}{note}, "
+                                     f"this bench gives {_describe(field, wanted[field])}: runs of one recipe under "
+                                     f"different settings are never averaged; use the same settings, or another "
+                                     f"--out")
+
+
 def train_command(run: BenchRun, overrides: Sequence[str], max_time: float | None,
-                  trainer_args: Sequence[str]) -> list[str]:
+                  trainer_args: Sequence[str], stop_after: float | None = None) -> list[str]:
     r"""The ``gea-graph train`` command line of one run."""
     cmd = [sys.executable, "-m", "gea_graph", "train", str(run.path), *overrides, "--out", str(run.run_dir),
            "--seed", str(run.seed), "--resume", "--no-progress", *trainer_args]
     if max_time is not None:
         cmd += ["--max-time", str(max_time)]
+    if stop_after is not None:
+        cmd += ["--stop-after", f"{stop_after:.4f}"]
     return cmd
 
 
@@ -112,20 +211,55 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def bench_info(out: Path, command: str | None, jobs: int, threads: int | None, max_time: float | None,
-               overrides: Sequence[str]) -> dict:
-    r"""``bench.json`` of ``out`` updated for a new invocation (earlier invocations of a resumed bench are kept)."""
+def code_version() -> str:
+    r"""A digest of the code a run computes with: every source file of this package and the versions of torch,
+    PyG and Lightning (a change to any of them may change results; a change to documentation does not)."""
+    import lightning
+    import torch
+    import torch_geometric
+
+    digest = hashlib.sha1()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(f"{torch.__version__} {torch_geometric.__version__} {lightning.__version__}".encode())
+    return digest.hexdigest()[:10]
+
+
+def read_bench_json(out: Path) -> dict:
+    r"""``bench.json`` of ``out`` (a fresh record when there is none)."""
     path = out / BENCH_FILE
-    info = json.loads(path.read_text()) if path.is_file() else {"invocations": []}
+    if not path.is_file():
+        return {"invocations": [], "runs": {}}
+    try:
+        info = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BenchError(f"{path} is not a bench record ({err}); move it away, or use another --out") from None
+    if not isinstance(info, dict) or not isinstance(info.get("invocations", []), list):
+        raise BenchError(f"{path} is not a bench record; move it away, or use another --out")
+    return info
+
+
+def bench_info(previous: dict, command: str | None, jobs: int, threads: int | None, max_time: float | None,
+               overrides: Sequence[str]) -> dict:
+    r"""``bench.json`` updated for a new invocation (earlier invocations and run records of a resumed bench are
+    kept; the top-level settings are the last invocation's, each run's own are in ``runs``)."""
+    info = json.loads(json.dumps(previous))
+    info.setdefault("invocations", [])
     info.update({"command": command, "jobs": jobs, "threads": threads, "max_time_min": max_time,
                  "overrides": list(overrides), "machine": machine_info()})
     return info
 
 
-def _write_json(path: Path, obj: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+def record_run(info: dict, run: BenchRun, settings: dict, overrides: Sequence[str], code: str,
+               commit: str | None) -> None:
+    r"""Records in ``info["runs"]`` the settings a run trains with, and each code version and commit it trained on
+    (a run resumed on other code lists both, and is reported apart from its siblings)."""
+    record = info.setdefault("runs", {}).setdefault(run.key, {})
+    record.update({**settings, "overrides": list(overrides)})
+    for field, value in (("code", code), ("commits", commit)):
+        if value is not None and value not in record.setdefault(field, []):
+            record[field].append(value)
 
 
 def _now() -> str:
@@ -154,9 +288,17 @@ def prepare_data(runs: Sequence[BenchRun], log=print) -> None:
 def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int] | None = None,
               max_time: float | None = None, overrides: Sequence[str] = (),
               trainer_args: Sequence[str] = (), jobs: int = 1, threads: int | None = None,
-              command: str | None = None, log=print, poll: float = 0.5) -> list[BenchRun]:
+              command: str | None = None, log=print, poll: float = 0.5,
+              stop_after: float | None = None) -> list[BenchRun]:
     r"""Runs (or skips, when complete) every recipe x seed, ``jobs`` at a time, then writes the result files.
-    Returns the runs; those that failed have no ``result``.
+    Returns the runs with their ``status``; those that failed or are not finished have no ``result``.
+
+    With ``stop_after`` (minutes) the invocation is a chunk of the bench: runs start only before that time (the
+    first ``jobs`` always start), and each running run stops cleanly at its first epoch end after it (its
+    checkpoints written; ``gea-graph train --stop-after``). Running the same bench again, in the same folder or a
+    copy of it on another machine, resumes every run exactly where it stopped; chunk after chunk, the bench reaches
+    the results of an uninterrupted one (for runs bounded by epochs; a run's ``max_time`` counts its training time,
+    which a chunk boundary does not change, but that time depends on the machine anyway).
 
     Args:
         recipes: Recipe names or paths.
@@ -170,18 +312,23 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
         command: The command line that started the bench (recorded in ``bench.json``).
         log: Progress printer.
         poll: Seconds between checks of the running processes.
+        stop_after: Stop this invocation cleanly after so many minutes (see above).
     """
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1 (got {jobs})")
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be at least 1 (got {threads})")
+    jobs = checks.positive_int(jobs, "jobs")
+    threads = None if threads is None else checks.positive_int(threads, "threads")
+    max_time = None if max_time is None else checks.minutes(max_time, "max_time")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    runs = plan(recipes, seeds, out, overrides)
-    info = bench_info(out, command, jobs, threads, max_time, overrides)
-    session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"]}
+    runs = plan(recipes, seeds, out, overrides, log=log)
+    previous = read_bench_json(out)
+    settings = {run.key: run_settings(run, max_time, threads, jobs) for run in runs}
+    check_siblings(runs, previous, settings, {"max_time_min": max_time, "threads": threads, "jobs": jobs}, out)
+    ensure_folder(out)  # nothing is written before the bench is known to count honestly
+    info = bench_info(previous, command, jobs, threads, max_time, overrides)
+    code = code_version()
+    session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"],
+               "stop_after_min": stop_after, "code": code}
     info["invocations"].append(session)
-    _write_json(out / BENCH_FILE, info)
+    write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
     env = dict(os.environ)
     if threads is not None:  # also the OpenMP / MKL pools that torch.set_num_threads does not reach
@@ -190,9 +337,12 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     for i, run in enumerate(runs, 1):
         tag = f"[{i}/{len(runs)}] {run.recipe.name} seed {run.seed}"
         if run.result is not None:
+            run.status = "complete"
             log(f"{tag}: complete, skipped")
         else:
             queue.append((tag, run))
+    deadline = time.monotonic() + stop_after * 60 if stop_after is not None else math.inf
+    started = 0
     if jobs > 1:
         prepare_data([run for _, run in queue], log)
     active: list[tuple[str, BenchRun, subprocess.Popen, object]] = []
@@ -200,15 +350,21 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         stack.callback(_stop, active, session, info, out)
         while queue or active:
-            while queue and len(active) < jobs:
+            while queue and len(active) < jobs and (time.monotonic() < deadline or started < jobs):
                 tag, run = queue.popleft()
-                run.run_dir.mkdir(parents=True, exist_ok=True)
-                sink = open(run.run_dir / LOG_FILE, "a") if jobs > 1 else None  # noqa: SIM115 -- closed below
+                ensure_folder(run.run_dir, within=out)
+                sink = append_to(run.run_dir / LOG_FILE) if jobs > 1 else None
                 where = f" (log: {run.run_dir / LOG_FILE})" if sink is not None else ""
                 log(f"{tag}: training in {run.run_dir}{where}")
-                proc = subprocess.Popen(train_command(run, overrides, max_time, extra), env=env, stdout=sink,
-                                        stderr=subprocess.STDOUT if sink is not None else None)
+                left = max(0.0, (deadline - time.monotonic()) / 60) if stop_after is not None else None
+                proc = subprocess.Popen(train_command(run, overrides, max_time, extra, left), env=env,
+                                        stdout=sink, stderr=subprocess.STDOUT if sink is not None else None)
                 active.append((tag, run, proc, sink))
+                started += 1
+                record_run(info, run, settings[run.key], overrides, code, session["commit"])
+                write_json(out / BENCH_FILE, info)
+            if not active and queue:  # the chunk's time is up: the rest waits for the next invocation
+                break
             if time.monotonic() - last_sample >= 60:
                 session["load_average"].append(round(os.getloadavg()[0], 2))
                 last_sample = time.monotonic()
@@ -218,12 +374,17 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                 tag, run, proc, sink = item
                 if sink is not None:
                     sink.close()
-                if proc.returncode != 0 or run.result is None:
+                if proc.returncode == PAUSED_EXIT_CODE and run.result is None:
+                    run.status = "paused"
+                    log(f"{tag}: paused at an epoch end (it resumes there next time)")
+                elif proc.returncode != 0 or run.result is None:
+                    run.status = "failed"
                     see = f"see {run.run_dir / LOG_FILE}" if sink is not None else "see the output above"
                     log(f"{tag}: FAILED (exit code {proc.returncode}); {see}")
                 else:
+                    run.status = "complete"
                     log(f"{tag}: done")
-    write_reports(runs, out)
+    write_reports(runs, out, info)
     return runs
 
 
@@ -237,7 +398,7 @@ def _stop(active: list, session: dict, info: dict, out: Path) -> None:
             sink.close()
     session["end"] = _now()
     session["load_average"].append(round(os.getloadavg()[0], 2))
-    _write_json(out / BENCH_FILE, info)
+    write_json(out / BENCH_FILE, info)
 
 
 @contextlib.contextmanager
@@ -267,17 +428,54 @@ def more_keys(results: Sequence[dict]) -> list[str]:
     return list(dict.fromkeys(key for res in results for key in res.get("test_more", {})))
 
 
-def result_rows(runs: Sequence[BenchRun]) -> list[dict[str, object]]:
-    r"""The ``results.csv`` rows of the complete runs."""
+def run_record(run: BenchRun, info: dict | None) -> dict | None:
+    r"""The run's own record in ``bench.json`` (``None`` for a bench made before runs had one)."""
+    return ((info or {}).get("runs") or {}).get(run.key)
+
+
+def variant(record: dict | None) -> tuple:
+    r"""What runs of one recipe must share to be averaged: :data:`SETTINGS` and the code versions."""
+    if record is None:
+        return ()
+    return (*(record.get(k) for k in SETTINGS), tuple(record.get("code", [])))
+
+
+def variant_labels(records: Sequence[dict | None]) -> list[str]:
+    r"""A label per variant of one recipe (``""`` when it has one): what tells the variants apart, e.g.
+    ``[cap 5 min]`` or ``[code 1a2b3c4d5e]``."""
+    variants = list(dict.fromkeys(variant(r) for r in records))
+    if len(variants) < 2:
+        return ["" for _ in records]
+    names = ("cap", "threads", "jobs", "recipe", "code")
+    differ = [i for i in range(len(names)) if len({(v[i] if v else None) for v in variants}) > 1]
+
+    def show(i: int, record: dict | None) -> str:
+        value = variant(record)[i] if record is not None else None
+        if record is None:
+            return f"{names[i]} not recorded"
+        if names[i] == "cap":
+            return f"cap {value:g} min" if value is not None else "no cap"
+        if names[i] == "code":
+            return "code " + "+".join(value)
+        return f"{names[i]} {value}"
+
+    return [" [" + ", ".join(show(i, r) for i in differ) + "]" for r in records]
+
+
+def result_rows(runs: Sequence[BenchRun], info: dict | None = None) -> list[dict[str, object]]:
+    r"""The ``results.csv`` rows of the complete runs, with each run's own cap, threads, jobs and code."""
     rows = []
     for run in runs:
         res = run.result
         if res is None:
             continue
+        record = run_record(run, info) or {}
         rows.append({"recipe": res["recipe"], "dataset": res["dataset"], "seed": res["seed"],
                      "params": res["params"], "epochs": res["epochs"], "best_val_epoch": res["best_epoch"],
                      "val_metric": res["val"], "test_metric": res["test"], "train_time_s": res["train_time_s"],
                      "peak_memory_mb": res["peak_memory_mb"], "metric": res["metric"],
+                     "max_time_min": record.get("max_time_min", ""), "threads": record.get("threads", ""),
+                     "jobs": record.get("jobs", ""), "code": "+".join(record.get("code", [])),
                      **{f"test_{k}": v for k, v in res.get("test_more", {}).items()}})
     return rows
 
@@ -307,12 +505,27 @@ def _published(paper) -> str:
     return text + f" ({paper.metric}; {paper.source})"
 
 
-def markdown(runs: Sequence[BenchRun]) -> str:
-    r"""``results.md``: a table per dataset, one line per recipe (mean ± std over its complete seeds)."""
-    by_dataset: dict[str, dict[str, list[BenchRun]]] = defaultdict(lambda: defaultdict(list))
+def groups(runs: Sequence[BenchRun], info: dict | None = None) -> dict[str, list[BenchRun]]:
+    r"""The complete runs by row: one row per recipe, or per recipe and variant where runs of one recipe differ in
+    their settings or code (:func:`variant`; they are never averaged together), labelled by the difference."""
+    by_recipe: dict[str, list[BenchRun]] = defaultdict(list)
     for run in runs:
         if run.result is not None:
-            by_dataset[run.result["dataset"]][run.recipe.name].append(run)
+            by_recipe[run.recipe.name].append(run)
+    rows: dict[str, list[BenchRun]] = {}
+    for name, group in by_recipe.items():
+        records = [run_record(run, info) for run in group]
+        for run, label in zip(group, variant_labels(records)):
+            rows.setdefault(name + label, []).append(run)
+    return rows
+
+
+def markdown(runs: Sequence[BenchRun], info: dict | None = None) -> str:
+    r"""``results.md``: a table per dataset, one line per recipe (mean ± std over its complete seeds; runs of one
+    recipe under different settings or code in rows of their own, see :func:`groups`)."""
+    by_dataset: dict[str, dict[str, list[BenchRun]]] = defaultdict(dict)
+    for label, group in groups(runs, info).items():
+        by_dataset[group[0].result["dataset"]][label] = group
     lines = ["# Benchmark results", "",
              "Test metric read at the best-validation epoch of each seed; mean ± population std over seeds.", ""]
     for dataset, recipes in by_dataset.items():
@@ -329,11 +542,15 @@ def markdown(runs: Sequence[BenchRun]) -> str:
             lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
                          f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {extra}"
                          f"{_published(group[0].recipe.paper)} |")
-        info = DATASETS.get(dataset)
+        known = DATASETS.get(dataset)
         flagged = [name for name, group in recipes.items()
-                   if info is not None and info.caveat_for(group[0].recipe.data.options) is not None]
+                   if known is not None and known.caveat_for(group[0].recipe.data.options) is not None]
         if flagged:  # e.g. ZINC read with OGB features: only those rows are not comparable with the paper
-            lines += ["", f"Note ({', '.join(flagged)}): {info.caveat}"]
+            lines += ["", f"Note ({', '.join(flagged)}): {known.caveat}"]
+        split = sorted({name for name, group in recipes.items() if name != group[0].recipe.name})
+        if split:
+            note = "Runs of one recipe under different settings or code are not averaged: each has a row of its own"
+            lines += ["", f"{note} ({', '.join(split)})."]
         lines.append("")
     if not by_dataset:
         lines.append("No complete runs.")
@@ -367,19 +584,20 @@ def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
     for ax in list(axes.flat)[len(groups):]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
-def write_reports(runs: Sequence[BenchRun], out: Path) -> None:
-    r"""Writes ``results.csv``, ``results.md`` and ``curves.png`` into ``out``."""
-    rows = result_rows(runs)
+def write_reports(runs: Sequence[BenchRun], out: Path, info: dict | None = None) -> None:
+    r"""Writes ``results.csv``, ``results.md`` and ``curves.png`` into ``out`` (``info``: ``bench.json``, whose
+    run records keep runs of different settings apart)."""
+    rows = result_rows(runs, info)
     more = more_keys([run.result for run in runs if run.result is not None])
-    with open(out / "results.csv", "w", newline="") as f:
+    with atomic_write(out / "results.csv", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*CSV_COLUMNS, *(f"test_{k}" for k in more)])
         writer.writeheader()
         writer.writerows(rows)
-    (out / "results.md").write_text(markdown(runs))
+    write_text(out / "results.md", markdown(runs, info))
     plot_curves(runs, out / "curves.png")
 
 
@@ -407,5 +625,5 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
            title="TreeNeighbourMatch (GEAET Fig. 7)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)

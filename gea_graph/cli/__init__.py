@@ -5,6 +5,10 @@ sub-command and sets ``func`` (a callable taking the parsed ``argparse.Namespace
 Modules are imported lazily-in-order here so that ``gea-graph --help`` stays fast and one broken optional
 dependency does not take the whole command down.
 
+Values: every option (and positional) is declared with ``type=arg(checks.<check>)`` (:func:`arg`, the checks of
+:mod:`gea_graph.checks`) or ``choices``, so a bad value is refused while the command line is read, before any work;
+``tests/test_cli_values.py`` walks every sub-command's options and fails, by name, for one without a check.
+
 Errors: bad input (a value out of range, a missing or corrupt file, an unknown name, a recipe that does not fit) ends
 with one line ``gea-graph COMMAND: error: ...`` naming the bad value and what is allowed, and exit code 2, never a
 traceback; ``gea-graph --debug COMMAND ...`` (or ``GEA_GRAPH_DEBUG=1``) shows the traceback instead.
@@ -17,11 +21,18 @@ import importlib
 import os
 import pickle
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from gea_graph import checks
+
+# Before torch is imported (its allocator reads this once): large CPU tensors page-aligned on transparent huge
+# pages fragment the heap less and run faster; see gea_graph.train.memory. The environment's own value wins.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
-SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf")
+SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
+               "selfcheck")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -31,15 +42,29 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1 or more), got {value}")
-    return value
+def arg(check: Callable[..., Any], **options: Any) -> Callable[[str], Any]:
+    """The argparse ``type=`` of an option checked by :obj:`check` (a function of :mod:`gea_graph.checks`, called
+    with the option's text and :obj:`options`): a bad value ends the command before any work, in one line that names
+    the option, the value and what is allowed (``gea-graph train: error: argument --max-time: 'nan' is not allowed;
+    it must be a finite number of minutes > 0``). Every option of every sub-command is checked this way, or by
+    ``choices`` (``tests/test_cli_values.py`` walks them all)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return check(text, "", **options)
+        except checks.BadValue as err:
+            global _bad_value
+            _bad_value = err  # --debug shows its traceback (argparse would only print the message)
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = check.__name__
+    convert.check = check  # type: ignore[attr-defined]
+    convert.options = options  # type: ignore[attr-defined]
+    return convert
+
+
+#: argparse type: an integer in [1, 2**31 - 1].
+positive_int = arg(checks.positive_int)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,10 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that mean bad input (reported in one line) rather than a bug."""
     from gea_graph.data import CacheError, RawFileError
-    from gea_graph.train import CheckpointError, RunLockError
+    from gea_graph.data.files import LockError
+    from gea_graph.train import CheckpointError
 
     return (ValueError, LookupError, OSError, pickle.UnpicklingError, CacheError, RawFileError, CheckpointError,
-            RunLockError)
+            LockError)
 
 
 def one_line(err: BaseException) -> str:
@@ -80,20 +106,27 @@ def one_line(err: BaseException) -> str:
     return text or type(err).__name__
 
 
+#: The last value an option's check refused (for ``--debug``).
+_bad_value: checks.BadValue | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _bad_value
+    words = list(sys.argv[1:] if argv is None else argv)
+    command_at = next((i for i, word in enumerate(words) if not word.startswith("-")), len(words))
+    debug = bool(os.environ.get("GEA_GRAPH_DEBUG")) or "--debug" in words[:command_at]
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    # Dotted overrides may follow options (`train R --out X key=value`): argparse leaves them over.
-    overrides = [token for token in extra if "=" in token and not token.startswith("-")]
-    if overrides and args.command in ("train", "info"):
-        args.overrides += overrides
-        extra = [token for token in extra if token not in overrides]
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _bad_value = None
+    try:
+        args = _parse(parser, argv)
+    except SystemExit as stop:  # argparse's one-line errors (exit code 2), --help and --version (0)
+        if debug and _bad_value is not None:
+            raise _bad_value from None
+        return stop.code if isinstance(stop.code, int) else 2
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    if args.debug or os.environ.get("GEA_GRAPH_DEBUG"):
+    if debug:
         return int(args.func(args) or 0)
     try:
         return int(args.func(args) or 0)
@@ -102,6 +135,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"gea-graph {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    args, extra = parser.parse_known_args(argv)
+    # Dotted overrides may follow options (`train R --out X key=value`): argparse leaves them over.
+    overrides = [token for token in extra if "=" in token and not token.startswith("-")]
+    if overrides and args.command in ("train", "info"):
+        for token in overrides:
+            try:
+                checks.override(token, "")
+            except checks.BadValue as err:
+                parser.error(f"argument overrides: {err}")
+        args.overrides += overrides
+        extra = [token for token in extra if token not in overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 if __name__ == "__main__":  # pragma: no cover

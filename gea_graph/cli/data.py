@@ -11,12 +11,12 @@ per split, mean nodes and edges, target statistics and the time taken.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import torch
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,10 +24,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION")
     prepare = sub.add_parser("prepare", help="build a dataset and print a summary")
-    prepare.add_argument("name", help="dataset name (see `gea-graph data list`), or `tree` with --depth")
-    prepare.add_argument("--pe", default=None, help="positional encodings, e.g. lap:8,rw:20 or lap:8,rw:20,spd:20")
-    prepare.add_argument("--root", default=None, help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")
-    prepare.add_argument("--depth", type=positive_int, default=None, help="tree depth for `tree` (2..7)")
+    prepare.add_argument("name", type=arg(names.dataset_name, tree=True),
+                         help="dataset name (see `gea-graph data list`), or `tree` with --depth")
+    prepare.add_argument("--pe", type=arg(names.pe_spec), default=None,
+                         help="positional encodings, e.g. lap:8,rw:20 or lap:8,rw:20,spd:20")
+    prepare.add_argument("--root", type=arg(checks.output_folder), default=None,
+                         help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")
+    prepare.add_argument("--depth", type=arg(checks.tree_depth), default=None,
+                         help="tree depth for `tree` (2..7; up to 16 with --allow-large)")
     prepare.add_argument("--allow-large", action="store_true",
                          help="allow a tree depth above 7 (its size, stated when refused, grows as 4^depth)")
     prepare.add_argument("--force", action="store_true", help="rebuild the processed cache")
@@ -35,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                          help="molecules: skip SMILES RDKit cannot parse and list them in a report file")
     prepare.set_defaults(func=run_prepare)
     listing = sub.add_parser("list", help="list datasets, their sources and local availability")
-    listing.add_argument("--root", default=None, help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")
+    listing.add_argument("--root", type=arg(checks.output_folder), default=None,
+                         help="data root (default: $GEA_GRAPH_DATA, else ./datasets)")
     listing.set_defaults(func=run_list)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -71,19 +76,18 @@ def _split_summary(ds) -> str:
 def run_prepare(args: argparse.Namespace) -> int:
     from gea_graph.data import DATASETS, get_dataset
 
-    name = args.name.lower()
+    name = args.name
     kwargs = {}
+    if args.depth is not None and name != "tree":
+        raise checks.bad("--depth", args.depth, f"given with `tree` only ({name} has its own depth or none)",
+                         why="does not apply")
+    if name == "tree" and args.depth is None:
+        raise checks.bad("name", name, "given with --depth R (2..7)", why="needs a depth")
     if name == "tree":
-        if args.depth is None:
-            print("gea-graph data prepare tree needs --depth R (2..7)", file=sys.stderr)
-            return 2
         kwargs["depth"] = args.depth
         if args.allow_large:
             kwargs["allow_large"] = True
         splits = ("train", "test")
-    elif name not in DATASETS:
-        print(f"unknown dataset {args.name!r}; known: {', '.join(DATASETS)}", file=sys.stderr)
-        return 2
     else:
         splits = DATASETS[name].splits
     if args.skip_invalid:

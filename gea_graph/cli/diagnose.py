@@ -6,7 +6,8 @@ import argparse
 import csv
 from pathlib import Path
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names, positive_int
 
 _EPILOG = """\
 examples:
@@ -29,13 +30,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("checkpoint", help="training checkpoint, e.g. RUN/checkpoints/best.ckpt")
     parser.add_argument(
-        "--dataset", required=True, metavar="NAME", help="built-in dataset (e.g. zinc)"
+        "checkpoint", type=arg(checks.input_file), help="training checkpoint, e.g. RUN/checkpoints/best.ckpt"
     )
-    parser.add_argument("--split", default="test", help="split to measure on (default: test)")
     parser.add_argument(
-        "--root", default=None,
+        "--dataset", type=arg(names.dataset_name), required=True, metavar="NAME",
+        help="built-in dataset (e.g. zinc)",
+    )
+    parser.add_argument(
+        "--split", type=arg(names.split_name), default="test", help="split to measure on (default: test)"
+    )
+    parser.add_argument(
+        "--root", type=arg(checks.output_folder), default=None,
         help="data root (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)",
     )
     parser.add_argument(
@@ -43,10 +49,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument(
-        "--compare", metavar="CKPT2", help="a second checkpoint, overlaid in the plot and tables"
+        "--compare", type=arg(checks.input_file), metavar="CKPT2",
+        help="a second checkpoint, overlaid in the plot and tables",
     )
     parser.add_argument(
-        "--out", default="diagnostics", help="output folder (default: ./diagnostics)"
+        "--out", type=arg(checks.output_folder), default="diagnostics",
+        help="output folder (default: ./diagnostics)",
     )
     parser.set_defaults(func=run)
 
@@ -66,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from gea_graph.diagnostics.report import diagnose
     from gea_graph.inference import load_model
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {args.out!r} is a file; diagnose writes a folder of tables and a plot there")
+    out = Path(args.out)  # checked by its option: not an existing file
     models, batches = {}, {}
     for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
         trained = load_model(checkpoint)

@@ -7,7 +7,8 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names, positive_int
 from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
 
 if TYPE_CHECKING:
@@ -28,15 +29,6 @@ and a Graphormer graph token excluded).
 """
 
 
-def _indices(text: str) -> list[int]:
-    try:
-        return [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "viz",
@@ -46,39 +38,56 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("checkpoint", help="training checkpoint, e.g. RUN/checkpoints/best.ckpt")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--smiles", nargs="+", metavar="SMILES", help="molecules to draw")
-    source.add_argument("--dataset", metavar="NAME", help="built-in molecular dataset (e.g. zinc)")
     parser.add_argument(
-        "--index", type=_indices, default=[0], help="graphs of --dataset to draw (e.g. 0,5,9)"
+        "checkpoint", type=arg(checks.input_file), help="training checkpoint, e.g. RUN/checkpoints/best.ckpt"
     )
-    parser.add_argument("--split", default="test", help="split of --dataset (default: test)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--smiles", nargs="+", type=arg(checks.smiles), metavar="SMILES", help="molecules to draw"
+    )
+    source.add_argument(
+        "--dataset", type=arg(names.dataset_name), metavar="NAME",
+        help="built-in molecular dataset (e.g. zinc)",
+    )
     parser.add_argument(
-        "--root", default=None,
+        "--index", type=arg(checks.int_list, item=checks.non_negative_int), default=[0],
+        help="graphs of --dataset to draw (e.g. 0,5,9)",
+    )
+    parser.add_argument(
+        "--split", type=arg(names.split_name), default="test", help="split of --dataset (default: test)"
+    )
+    parser.add_argument(
+        "--root", type=arg(checks.output_folder), default=None,
         help="data root of --dataset (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)",
     )
     parser.add_argument("--kind", choices=("external", "self", "both"), default="external")
     parser.add_argument(
         "--layer",
-        type=int,
+        type=arg(checks.layer_index),
         default=-1,
         help="1-based layer, or negative from the end (default: -1)",
     )
     parser.add_argument(
-        "--head", type=int, default=None, help="one head (0-based) instead of the mean over heads"
+        "--head", type=arg(checks.non_negative_int), default=None,
+        help="one head (0-based) instead of the mean over heads",
     )
     parser.add_argument(
         "--reduction", choices=EXTERNAL_REDUCTIONS, default="received", help="GEA per-atom score"
     )
-    parser.add_argument("--cmap", default="Reds", help="matplotlib colour map (default: Reds)")
+    parser.add_argument(
+        "--cmap", type=arg(checks.colour_map), default="Reds", help="matplotlib colour map (default: Reds)"
+    )
     parser.add_argument(
         "--shared-scale", action="store_true", help="one colour range per kind for all molecules"
     )
     parser.add_argument("--ncols", type=positive_int, default=None, help="molecules per row")
-    parser.add_argument("--out", required=True, help="output picture, .png or .svg")
     parser.add_argument(
-        "--scores", metavar="CSV", help="also write the per-atom scores to this CSV file"
+        "--out", type=arg(checks.output_file, suffixes=(".png", ".svg")), required=True,
+        help="output picture, .png or .svg",
+    )
+    parser.add_argument(
+        "--scores", type=arg(checks.output_file, suffixes=(".csv",)), metavar="CSV",
+        help="also write the per-atom scores to this CSV file",
     )
     parser.set_defaults(func=run)
 
@@ -126,8 +135,10 @@ def _write_scores(
     path: Path, records: list[AtomAttention], titles: list[str], mols: list[Chem.Mol]
 ) -> Path:
     """One row per atom of every panel."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
+    from gea_graph.data.files import atomic_write, ensure_folder
+
+    ensure_folder(path.parent)
+    with atomic_write(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(
             ["panel", "smiles", "kind", "layer", "head", "reduction", "atom", "symbol", "score"]

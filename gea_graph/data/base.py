@@ -27,7 +27,12 @@ from torch_geometric.data.dataset import files_exist
 
 from gea_graph.data.config import PathLike, data_root
 from gea_graph.data.download import RawFile, fetch
-from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.files import (
+    build_lock,
+    clean_stale_temporaries,
+    ensure_folder,
+    exclusive_temporary,
+)
 from gea_graph.data.store import META, GraphStore, PackedBatch, StoreError, build_store
 from gea_graph.transforms import apply_many, parse_pe
 
@@ -211,12 +216,32 @@ class CachedDataset(Dataset):
         return [osp.join("store", META)]
 
     # -- building -------------------------------------------------------------------------------------------------
+    # Downloads and builds hold the dataset folder's build lock (gea_graph.data.files.build_lock): a second process
+    # building the same dataset waits for the first (saying so) and then reuses its result, instead of reading
+    # chunks the other one is writing or removing.
+    @property
+    def dataset_dir(self) -> str:
+        """The dataset's folder in the data root (its raw files, its caches and its build lock)."""
+        return osp.join(self.root, self.folder)
+
+    def _download(self) -> None:
+        if files_exist(self.raw_paths):
+            return
+        with build_lock(self.dataset_dir, f"{self.folder} in {self.root}"):
+            if files_exist(self.raw_paths):  # fetched by the process waited for
+                return
+            ensure_folder(self.raw_dir)
+            self.download()
+
     def _process(self) -> None:
         if not self.force_reload and files_exist(self.processed_paths):
             return
-        os.makedirs(self.processed_dir, exist_ok=True)
-        clean_stale_temporaries(self.processed_dir)
-        self.process()
+        with build_lock(self.dataset_dir, f"{self.folder} in {self.root}"):
+            if not self.force_reload and files_exist(self.processed_paths):  # built by the process waited for
+                return
+            ensure_folder(self.processed_dir)
+            clean_stale_temporaries(self.processed_dir)
+            self.process()
 
     def download(self) -> None:
         for raw in self.raw_files:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import shutil
 import urllib.request
 import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike, mirror_root
-from gea_graph.data.files import clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.files import atomic_write, clean_stale_temporaries, ensure_folder
 
 
 class RawFileError(RuntimeError):
@@ -55,13 +55,16 @@ def md5sum(path: PathLike) -> str:
 
 def check_md5(path: PathLike, raw: RawFile) -> None:
     """Raises :class:`RawFileError` unless :obj:`path` has the MD5 recorded for :obj:`raw`."""
+    _check_digest(md5sum(path) if raw.md5 is not None else None, raw, str(path))
+
+
+def _check_digest(actual: str | None, raw: RawFile, what: str) -> None:
     if raw.md5 is None:
-        warnings.warn(f"{path}: no published MD5 for {raw.name}; the file is used unchecked", stacklevel=2)
+        warnings.warn(f"{what}: no published MD5 for {raw.name}; the file is used unchecked", stacklevel=3)
         return
-    actual = md5sum(path)
     if actual != raw.md5:
         raise RawFileError(
-            f"MD5 mismatch for {path}: expected {raw.md5}, got {actual}. The file is truncated, corrupt or a "
+            f"MD5 mismatch for {what}: expected {raw.md5}, got {actual}. The file is truncated, corrupt or a "
             f"different version. Fix: delete it and run again to re-fetch it from {raw.url} (if it came from the "
             f"mirror $GEA_GRAPH_MIRROR, replace the mirror's copy with a fresh download).")
 
@@ -70,42 +73,48 @@ def fetch(raw: RawFile, raw_dir: PathLike) -> Path:
     """Makes :obj:`raw` available as ``raw_dir/raw.name`` with the right MD5 and returns its path.
 
     A file already there is checked and kept. Otherwise it is copied from the mirror (``$GEA_GRAPH_MIRROR``) when the
-    mirror has it, else downloaded from ``raw.url``. The copy or download goes to a temporary name that is renamed
-    into place only after its MD5 matches, so a bad or partial file never sits under the real name.
+    mirror has it, else downloaded from ``raw.url``. The copy or download goes to an exclusively created temporary
+    file (:func:`gea_graph.data.files.atomic_write`: a file or link planted at a guessable name is never followed),
+    hashed as it is written, and renamed into place only when its MD5 matches, so a bad or partial file never sits
+    under the real name.
     """
     raw_dir = Path(raw_dir)
     target = raw_dir / raw.name
     if target.exists():
         check_md5(target, raw)
         return target
-    raw_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(raw_dir)
     clean_stale_temporaries(raw_dir)
     mirror = mirror_root()
     source = mirror / raw.mirror_dir / raw.name if mirror is not None else None
-    # An exclusively created temporary (a file or symlink planted at a guessable name is never followed), renamed
-    # into place only after its MD5 matches.
-    with exclusive_temporary(target) as tmp:
+    with atomic_write(target, "wb") as f:
         if source is not None and source.exists():
-            shutil.copyfile(source, tmp)
+            with open(source, "rb") as src:
+                digest = _copy(src, f, raw.name, source.stat().st_size)
             where: PathLike = source
         else:
-            _download(raw.url, Path(tmp), raw.name)
+            digest = _download(raw.url, f, raw.name)
             where = raw.url
-        try:
-            check_md5(tmp, raw)
-        except RawFileError as err:
-            raise RawFileError(str(err).replace(str(tmp), f"{raw.name} (from {where})")) from None
+        _check_digest(digest, raw, f"{raw.name} (from {where})")
     return target
 
 
-def _download(url: str, path: Path, name: str) -> None:
+def _copy(src: BinaryIO, dst: BinaryIO, name: str, total: int | None, verb: str = "copy") -> str:
+    """Copies :obj:`src` to :obj:`dst` in blocks behind a progress bar; returns the MD5 of the bytes."""
+    digest = hashlib.md5()
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"{verb} {name}", disable=total is not None
+              and total < 1 << 26) as bar:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            dst.write(block)
+            digest.update(block)
+            bar.update(len(block))
+    return digest.hexdigest()
+
+
+def _download(url: str, dst: BinaryIO, name: str) -> str:
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(path, "wb") as f:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}") as bar:
-                for block in iter(lambda: response.read(1 << 20), b""):
-                    f.write(block)
-                    bar.update(len(block))
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return _copy(response, dst, name, int(response.headers.get("Content-Length") or 0) or None, "download")
     except OSError as err:
         raise RawFileError(
             f"could not download {url} ({err}). If this machine is offline, point $GEA_GRAPH_MIRROR at a folder "

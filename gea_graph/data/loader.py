@@ -12,14 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    get_worker_info,
-)
+from torch.utils.data import DataLoader, Sampler, get_worker_info
 from torch_geometric.data import Batch
 
 from gea_graph.data.store import PackedBatch
@@ -27,11 +20,13 @@ from gea_graph.data.store import PackedBatch
 
 class _Batches:
     """Map-style view whose ``__getitems__`` (what a ``DataLoader`` calls with a batch's indices) returns the
-    dataset's gathered batch; in a worker process the packed form (:class:`~gea_graph.data.store.PackedBatch`),
-    which travels to the main process as one byte string."""
+    dataset's gathered batch; in a worker process, or when ``packed`` (a loader that pins memory), the packed form
+    (:class:`~gea_graph.data.store.PackedBatch`): one byte buffer that travels to the main process, and is pinned,
+    as one block."""
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Any, packed: bool = False) -> None:
         self.dataset = dataset
+        self.packed = packed
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -41,7 +36,7 @@ class _Batches:
 
     def __getitems__(self, indices: Sequence[int]) -> Batch | PackedBatch:
         packed = getattr(self.dataset, "packed_batch", None)
-        if packed is not None and get_worker_info() is not None:
+        if packed is not None and (self.packed or get_worker_info() is not None):
             result = packed(indices)
             if result is not None:
                 return result
@@ -52,49 +47,41 @@ def _unwrap(batch: Batch | PackedBatch) -> Batch | PackedBatch:
     return batch
 
 
-class EpochBatchSampler(BatchSampler):
-    """A :class:`~torch.utils.data.BatchSampler` that passes ``set_epoch`` on to its sampler (Lightning calls it on a
-    loader's batch sampler before every epoch)."""
-
-    def set_epoch(self, epoch: int) -> None:
-        if callable(getattr(self.sampler, "set_epoch", None)):
-            self.sampler.set_epoch(epoch)
-
-
 class GraphLoader(DataLoader):
     r"""Mini-batches of a dataset with a ``batch(indices)`` method (every built-in dataset of the toolkit), gathered
     whole from its store instead of graph by graph; yields the :class:`~torch_geometric.data.Batch` that PyG's
     :class:`~torch_geometric.loader.DataLoader` would give for the same indices.
 
+    The arguments are :class:`~torch.utils.data.DataLoader`'s (all but ``collate_fn``), so Lightning can re-create
+    the loader with a :class:`~torch.utils.data.distributed.DistributedSampler` (``shuffle=True`` is then read as a
+    shuffled loader, reshuffled every epoch). With ``pin_memory`` each batch is gathered into one buffer and pinned
+    as one block (:class:`~gea_graph.data.store.PackedBatch`); its tensors are views of it.
+
     Args:
         dataset: A dataset with ``batch(indices) -> Batch`` and ``__len__``.
         batch_size (int, optional): Graphs per batch. (default: :obj:`1`)
-        shuffle (bool, optional): Random order each epoch (ignored when :obj:`sampler` is given).
-            (default: :obj:`False`)
-        sampler (Sampler, optional): Order of the graphs; its ``set_epoch`` is called each epoch if it has one.
-        drop_last (bool, optional): Drop a last, smaller batch. (default: :obj:`False`)
-        **kwargs: Other :class:`~torch.utils.data.DataLoader` arguments (``num_workers``, ``pin_memory``,
-            ``persistent_workers``, ...). Workers share the store's memory-mapped files.
+        shuffle (bool, optional): Random order each epoch (not with :obj:`sampler`). (default: :obj:`False`)
+        sampler (Sampler, optional): Order of the graphs (Lightning calls its ``set_epoch`` before each epoch, also
+            on a ``batch_sampler``'s ``sampler``).
+        **kwargs: Other :class:`~torch.utils.data.DataLoader` arguments (``batch_sampler``, ``drop_last``,
+            ``num_workers``, ``pin_memory``, ``persistent_workers``, ...). Workers share the store's memory-mapped
+            files.
     """
 
-    def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False, sampler: Sampler | None = None,
-                 drop_last: bool = False, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | None = None, **kwargs: Any) -> None:
+        if isinstance(dataset, _Batches):  # Lightning re-creating this loader from its attributes (DDP's sampler)
+            dataset = dataset.dataset
         if not callable(getattr(dataset, "batch", None)):
             raise TypeError(f"GraphLoader needs a dataset with a batch(indices) method (a gea_graph dataset), got "
                             f"{type(dataset).__name__}; use torch_geometric.loader.DataLoader for other datasets")
-        for key in ("batch_sampler", "collate_fn"):
-            if key in kwargs:
-                raise TypeError(f"GraphLoader sets {key} itself; pass sampler= and batch_size= instead")
-        if sampler is None:
-            sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        if kwargs.pop("collate_fn", _unwrap) is not _unwrap:
+            raise TypeError("GraphLoader sets collate_fn itself (the dataset gathers whole batches)")
         self.graph_dataset = dataset
-        super().__init__(_Batches(dataset), batch_sampler=EpochBatchSampler(sampler, batch_size, drop_last),
-                         collate_fn=_unwrap, **kwargs)
+        super().__init__(_Batches(dataset, packed=bool(kwargs.get("pin_memory"))), batch_size=batch_size,
+                         shuffle=shuffle, sampler=sampler, collate_fn=_unwrap, **kwargs)
 
     def __iter__(self) -> Iterator[Batch]:
         for batch in super().__iter__():
-            if isinstance(batch, PackedBatch):
-                batch = batch.unpack()
-                if self.pin_memory:
-                    batch = batch.pin_memory()
-            yield batch
+            # a packed batch (from a worker, or pinned as one buffer) becomes views of its buffer
+            yield batch.unpack() if isinstance(batch, PackedBatch) else batch

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import os.path as osp
-import shutil
-import zipfile
 from collections.abc import Callable, Sequence
 
 import torch
@@ -17,6 +15,7 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, fetch
+from gea_graph.data.files import ensure_folder, extracted_zip, move_into
 
 
 class _LRGB(CachedDataset):
@@ -52,12 +51,9 @@ class _LRGB(CachedDataset):
 
     def download(self) -> None:
         archive = fetch(self.archive, self.root)
-        extracted = osp.join(self.root, LRGBDataset.dwnld_file_name[self.name])
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(self.root)
-        if osp.isdir(self.raw_dir):
-            shutil.rmtree(self.raw_dir)
-        os.replace(extracted, self.raw_dir)
+        with extracted_zip(archive, self.root) as tmp:
+            ensure_folder(osp.dirname(self.raw_dir))
+            move_into(osp.join(tmp, LRGBDataset.dwnld_file_name[self.name]), self.raw_dir)
         os.unlink(archive)
 
     def read_split(self, split: str) -> list[tuple]:

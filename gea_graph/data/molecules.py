@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import csv
+import gzip
 import hashlib
 import os
 import os.path as osp
 import re
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -36,6 +36,7 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
+from gea_graph.data.files import atomic_write, ensure_folder, extracted_zip, move_into
 from gea_graph.data.store import Columns, build_store
 from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many
 
@@ -343,8 +344,8 @@ def _invalid_smiles_error(source: str, bad: Sequence[tuple[int, object]]) -> Inv
 
 
 def _write_skipped(path: PathLike, bad: Sequence[tuple[int, object]]) -> None:
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="") as f:
+    ensure_folder(osp.dirname(osp.abspath(path)))
+    with atomic_write(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["row", "smiles"])
         writer.writerows(bad)
@@ -368,6 +369,18 @@ def featurize(smiles: Sequence[str], targets: np.ndarray, source: str, skip_inva
     for row, graph in zip(kept.tolist(), graphs):
         out[row] = graph
     return out
+
+
+def _first_non_utf8(path: str) -> str:
+    """Where a file stops being UTF-8: ``byte 0xe9 on line 4`` (read only when pandas could not decode it)."""
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+        data = f.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        return f"byte {data[err.start]:#04x} on line {line}"
+    return "an encoding error"
 
 
 def _content_hash(path: str) -> str:
@@ -606,8 +619,11 @@ class _OGBLSCMolecules(_MoleculeDataset):
 
     def download(self) -> None:
         archive = fetch(self.archive, self.root)
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(self.root)
+        with extracted_zip(archive, self.root) as tmp:
+            inside = osp.join(tmp, self.folder)
+            ensure_folder(osp.join(self.root, self.folder))
+            for name in os.listdir(inside):  # raw/ and split_dict.pt, beside any processed/ caches
+                move_into(osp.join(inside, name), osp.join(self.root, self.folder, name))
         os.unlink(archive)
 
     def source(self) -> MoleculeSource:
@@ -756,12 +772,20 @@ class MoleculeCSV(_MoleculeDataset):
         if self.path.endswith(".gz"):
             check_gzip(self.path)
         try:
+            header = pd.read_csv(self.path, header=None, nrows=1, dtype=str).iloc[0].tolist()
             table = pd.read_csv(self.path)
         except pd.errors.EmptyDataError:
             raise ValueError(f"{self.path} is empty: expected a header line naming the columns, then one row per "
                              f"molecule") from None
         except pd.errors.ParserError as err:
             raise ValueError(f"{self.path} is not a readable CSV file: {str(err).strip()}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{self.path} is not UTF-8 text ({_first_non_utf8(self.path)}); save it as UTF-8") \
+                from None
+        twice = sorted({str(name) for name in header if header.count(name) > 1})
+        if twice:  # pandas would rename the second one (y.1) and read the first without a word
+            raise ValueError(f"{self.path} names the column(s) {twice} more than once in its header "
+                             f"{[str(h) for h in header]}; column names must be unique")
         missing = [c for c in [self.smiles_column, *self.target_columns, self.split_column]
                    if c is not None and c not in table.columns]
         if missing:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import os
 import os.path as osp
+import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any
 
@@ -42,7 +43,13 @@ from torch_geometric.data import Batch, Data
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike
-from gea_graph.data.files import _pid_alive, clean_stale_temporaries, exclusive_temporary
+from gea_graph.data.files import (
+    atomic_write,
+    clean_stale_temporaries,
+    ensure_folder,
+    temporary_folder,
+    write_text,
+)
 
 FORMAT_VERSION = 1
 META = "meta.json"
@@ -216,7 +223,7 @@ def _write_chunk(chunk_dir: str, index: int) -> dict[str, Any]:
         raise StoreError(f"chunk {index} returned {len(columns.num_nodes)} graphs but {len(rows)} row numbers")
     arrays, fields = dict(columns.arrays), columns.fields
     arrays["__rows__"] = rows
-    with exclusive_temporary(osp.join(chunk_dir, f"{index:06d}.npz")) as tmp, open(tmp, "wb") as f:
+    with atomic_write(osp.join(chunk_dir, f"{index:06d}.npz"), "wb") as f:
         np.savez(f, __fields__=np.frombuffer(json.dumps(fields).encode(), dtype=np.uint8),
                  __report__=np.frombuffer(json.dumps(report).encode(), dtype=np.uint8), **arrays)
     return report
@@ -244,18 +251,18 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     global _JOB
     path = osp.abspath(str(path))
     chunk_dir = path + ".chunks"
-    os.makedirs(chunk_dir, exist_ok=True)
-    _clean_temporaries(osp.dirname(path))
-    _clean_temporaries(chunk_dir)
+    ensure_folder(chunk_dir)
+    clean_stale_temporaries(osp.dirname(path))
+    clean_stale_temporaries(chunk_dir)
     plan_path = osp.join(chunk_dir, "plan.json")
     plan = json.loads(json.dumps({**plan, "num_chunks": num_chunks, "format": FORMAT_VERSION}))  # tuples -> lists
     if osp.exists(plan_path):
         with open(plan_path) as f:
             if json.load(f) != plan:  # other input or settings: nothing of that build can be reused
                 shutil.rmtree(chunk_dir)
-                os.makedirs(chunk_dir)
+                ensure_folder(chunk_dir)
     if not osp.exists(plan_path):
-        _write_text(plan_path, json.dumps(plan, sort_keys=True))
+        write_text(plan_path, json.dumps(plan, sort_keys=True))
     todo = [i for i in range(num_chunks) if not osp.exists(osp.join(chunk_dir, f"{i:06d}.npz"))]
     workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1)) if workers is None else workers
     bar = tqdm(total=num_chunks, initial=num_chunks - len(todo), desc=desc, leave=False, disable=num_chunks < 4)
@@ -276,23 +283,6 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     reports = _merge(chunk_dir, num_chunks, path, splits)
     shutil.rmtree(chunk_dir)
     return reports
-
-
-def _write_text(path: str, text: str) -> None:
-    with exclusive_temporary(path) as tmp, open(tmp, "w") as f:
-        f.write(text)
-
-
-def _clean_temporaries(folder: str) -> None:
-    """Removes the temporary files (:func:`~gea_graph.data.files.clean_stale_temporaries`) and temporary store
-    folders of killed builds in :obj:`folder`."""
-    clean_stale_temporaries(folder)
-    for name in os.listdir(folder) if osp.isdir(folder) else ():
-        full = osp.join(folder, name)
-        if ".store.tmp-" in name and osp.isdir(full):
-            pid = name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
-            if not pid.isdigit() or int(pid) == os.getpid() or not _pid_alive(int(pid)):
-                shutil.rmtree(full, ignore_errors=True)
 
 
 def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[dict[str, Any]]:
@@ -324,18 +314,17 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
     if any(sorted(f) != sorted(fields) for f in nonempty):
         raise StoreError(f"the chunks in {chunk_dir} hold different fields; delete that folder and build again")
     num_nodes = np.concatenate(counts.get("num_nodes", [np.zeros(0, np.int64)]))
-    tmp = tempfile.mkdtemp(prefix=f".{osp.basename(path)}.store.tmp-{os.getpid()}-", dir=osp.dirname(path))
-    try:
-        np.save(osp.join(tmp, "num_nodes.npy"), num_nodes.astype(smallest_int_dtype(0, int(num_nodes.max(initial=0)))))
+    with temporary_folder(path) as tmp:
+        _save(osp.join(tmp, "num_nodes.npy"), num_nodes.astype(smallest_int_dtype(0, int(num_nodes.max(initial=0)))))
         rows = np.concatenate(counts["__rows__"])
-        np.save(osp.join(tmp, "rows.npy"), rows.astype(smallest_int_dtype(int(rows.min(initial=0)),
-                                                                          int(rows.max(initial=0)))))
+        _save(osp.join(tmp, "rows.npy"), rows.astype(smallest_int_dtype(int(rows.min(initial=0)),
+                                                                        int(rows.max(initial=0)))))
         for name, positions in splits(rows, reports, [len(c) for c in counts["__rows__"]]).items():
             positions = np.asarray(positions, dtype=np.int64)
             if positions.size and (positions.min() < 0 or positions.max() >= rows.size):
                 raise StoreError(f"split {name!r} has positions outside the store's {rows.size} graphs")
-            np.save(osp.join(tmp, f"split.{name}.npy"),
-                    positions.astype(smallest_int_dtype(0, int(positions.max(initial=0)))))
+            _save(osp.join(tmp, f"split.{name}.npy"),
+                  positions.astype(smallest_int_dtype(0, int(positions.max(initial=0)))))
         levels: dict[str, np.ndarray] = {}
         meta_fields = {}
         # Fields that name a level first ("edges", "pairs"), so that level names do not depend on field order.
@@ -361,18 +350,16 @@ def _merge(chunk_dir: str, num_chunks: int, path: str, splits: SplitFn) -> list[
         for level, count in levels.items():
             ptr = np.zeros(len(count) + 1, dtype=np.int64)
             np.cumsum(count, out=ptr[1:])
-            np.save(osp.join(tmp, f"ptr.{level}.npy"), ptr)
+            _save(osp.join(tmp, f"ptr.{level}.npy"), ptr)
         meta = {"format": FORMAT_VERSION, "num_graphs": int(num_nodes.size), "fields": meta_fields,
                 "derived": sorted(k for k, spec in fields.items() if spec["kind"] == "derived")}
-        with open(osp.join(tmp, META), "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-        if osp.isdir(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if osp.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_text(osp.join(tmp, META), json.dumps(meta, indent=1, sort_keys=True))
     return reports
+
+
+def _save(path: str, array: np.ndarray) -> None:
+    with atomic_write(path, "wb") as f:
+        np.save(f, array)
 
 
 def _numpy_dtype(spec: dict[str, Any]) -> np.dtype:
@@ -401,7 +388,7 @@ def _level_of(key: str, count: np.ndarray, num_nodes: np.ndarray, levels: dict[s
 def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, shape: tuple[int, ...], total: int,
                   raw: bool = False) -> None:
     if raw:
-        with open(out, "wb") as f:
+        with atomic_write(out, "wb") as f:
             for file in files:
                 with np.load(file) as z:
                     if key in z.files:
@@ -410,7 +397,7 @@ def _copy_columns(files: Sequence[str], key: str, out: str, dtype: np.dtype, sha
     # Streamed with write(), not through a writable memory map: the pages written never count as this process's
     # memory, so a build's peak memory stays one chunk's worth however large the dataset.
     at = 0
-    with open(out, "wb") as f:
+    with atomic_write(out, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
                                                  "fortran_order": False, "shape": (total, *shape)})
         for file in files:
@@ -474,6 +461,12 @@ class PackedBatch:
     node_ptr: int
     num_nodes: list[int]
 
+    def pin_memory(self) -> PackedBatch:
+        """This batch with its buffer in page-locked memory, for fast (and ``non_blocking``) copies to a GPU: one
+        copy into one pinned block, however many fields the batch has. A ``DataLoader`` with ``pin_memory=True``
+        calls it; the tensors of :meth:`unpack` are then views of pinned memory."""
+        return replace(self, buffer=self.buffer.pin_memory())
+
     def unpack(self) -> Batch:
         raw = self.buffer
         views = [raw[start:start + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize]
@@ -504,8 +497,41 @@ _TORCH_OF = {np.dtype(d): torch.from_numpy(np.zeros(0, d)).dtype
              for d in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64)}
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def _check_meta(path: str, meta: dict[str, Any]) -> None:
+    """Refuses a ``meta.json`` that names anything but this store's own column files, or values no build writes
+    (a planted ``meta.json`` must not make a column of any file on disk)."""
+
+    def bad(what: str) -> StoreError:
+        return StoreError(f"the store {path} has a meta.json that is not one of a gea-graph build ({what}); delete "
+                          f"that folder to rebuild it")
+
+    fields, derived = meta.get("fields"), meta.get("derived", [])
+    if not isinstance(meta.get("num_graphs"), int) or meta["num_graphs"] < 0:
+        raise bad(f"num_graphs {meta.get('num_graphs')!r}")
+    if not isinstance(fields, dict) or not isinstance(derived, list) or not set(derived) <= set(DERIVED):
+        raise bad("its fields")
+    for key, f in fields.items():
+        if not isinstance(f, dict) or not _NAME.fullmatch(str(key)) or not _NAME.fullmatch(str(f.get("level"))):
+            raise bad(f"field {key!r}")
+        expected = {"tensor": f"{key}.npy", "text": f"{key}.bytes"}.get(f.get("kind"))
+        if f.get("file") != expected:
+            raise bad(f"field {key!r} names the file {f.get('file')!r}, not {expected!r}")
+        if f["kind"] == "tensor":
+            shape = f.get("shape")
+            if not isinstance(f.get("cat_dim"), int) or not 0 <= f["cat_dim"] <= len(shape or []) or not isinstance(
+                    shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise bad(f"field {key!r}: cat_dim {f.get('cat_dim')!r}, shape {shape!r}")
+            _torch_dtype(str(f.get("dtype")))
+
+
 def _mapped(path: str) -> np.ndarray:
     # A plain ndarray over the read-only mapping: numpy's memmap subclass adds microseconds to every indexing.
+    # Only a regular file of the store itself: a link planted in the folder would make a column of another file.
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise StoreError(f"{path} is not a regular file of the store; delete that folder to rebuild it")
     return np.asarray(np.load(path, mmap_mode="r"))
 
 
@@ -550,9 +576,11 @@ class GraphStore:
                 meta = json.load(f)
         except (OSError, ValueError) as err:
             raise StoreError(f"cannot read the store {self.path}: {err}. Delete that folder to rebuild it.") from None
-        if meta.get("format") != FORMAT_VERSION:
-            raise StoreError(f"the store {self.path} has format {meta.get('format')!r}, this version reads "
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+            found = meta.get("format") if isinstance(meta, dict) else None
+            raise StoreError(f"the store {self.path} has format {found!r}, this version reads "
                              f"{FORMAT_VERSION}; delete that folder to rebuild it")
+        _check_meta(self.path, meta)
         self.meta = meta
         self.fields: dict[str, dict[str, Any]] = meta["fields"]
         self.derived: list[str] = list(meta.get("derived", []))
@@ -563,9 +591,13 @@ class GraphStore:
             self.columns: dict[str, np.ndarray] = {}
             for key, f in self.fields.items():
                 if f["kind"] == "text":
+                    text_path = osp.join(self.path, f["file"])
+                    if not stat.S_ISREG(os.lstat(text_path).st_mode):
+                        raise StoreError(f"{text_path} is not a regular file of the store; delete that folder to "
+                                         f"rebuild it")
                     self.columns[key] = np.asarray(
-                        np.memmap(osp.join(self.path, f["file"]), dtype=np.uint8, mode="r")
-                        if osp.getsize(osp.join(self.path, f["file"])) else np.zeros(0, np.uint8))
+                        np.memmap(text_path, dtype=np.uint8, mode="r")
+                        if osp.getsize(text_path) else np.zeros(0, np.uint8))
                     self.ptr[f["level"]] = _mapped(osp.join(self.path, f"ptr.{f['level']}.npy"))
                 else:
                     self.columns[key] = _mapped(osp.join(self.path, f["file"]))
@@ -615,6 +647,8 @@ class GraphStore:
             ptr, column = self.ptr[f["level"]], self.columns[key]
             if len(ptr) != graphs + 1 or int(ptr[-1]) != len(column):
                 problems.append(f"{key} has {len(column)} rows, its offsets say {int(ptr[-1]) if len(ptr) else 0}")
+            elif ptr.dtype.kind not in "iu" or int(ptr[0]) != 0 or (len(ptr) > 1 and bool((np.diff(ptr) < 0).any())):
+                problems.append(f"the offsets of {key} do not rise from 0")
         if problems:
             raise StoreError(f"the store {self.path} is damaged ({'; '.join(problems)} for {graphs} graphs); delete "
                              f"that folder to rebuild it")
@@ -635,10 +669,15 @@ class GraphStore:
     def split(self, name: str) -> np.ndarray:
         """Positions of split :obj:`name`'s graphs in the store (memory-mapped)."""
         path = osp.join(self.path, f"split.{name}.npy")
-        if not osp.exists(path):
+        if not _NAME.fullmatch(name.replace("-", "_")) or not osp.exists(path):
             known = sorted(f[6:-4] for f in os.listdir(self.path) if f.startswith("split."))
             raise StoreError(f"the store {self.path} has no split {name!r}; it has {known}")
-        return _mapped(path)
+        positions = _mapped(path)
+        if positions.dtype.kind not in "iu" or (positions.size and (int(positions.min()) < 0
+                                                                    or int(positions.max()) >= len(self))):
+            raise StoreError(f"the store {self.path} is damaged (split {name!r} has positions outside its "
+                             f"{len(self)} graphs); delete that folder to rebuild it")
+        return positions
 
     def values(self, key: str, index: Sequence[int] | np.ndarray) -> torch.Tensor | list[str]:
         """Field :obj:`key` of graphs :obj:`index`, concatenated (a list of strings for a text field)."""

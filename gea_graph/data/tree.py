@@ -54,7 +54,7 @@ class TreeNeighbourMatch(CachedDataset):
 
     Args:
         root (str, optional): Data root.
-        depth (int): Tree depth :math:`r \ge 1`.
+        depth (int): Tree depth :math:`r \ge 2`.
         split (str): ``"train"`` or ``"test"``. (default: :obj:`"train"`)
         seed (int, optional): Seed of the permutations and the split. (default: :obj:`0`)
         transform, pre_transform, pe, force_reload: see :class:`~gea_graph.data.base.CachedDataset`.
@@ -68,8 +68,9 @@ class TreeNeighbourMatch(CachedDataset):
     def __init__(self, root: PathLike | None = None, depth: int = 2, split: str = "train", seed: int = 0,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
                  pe: str | None = None, force_reload: bool = False, allow_large: bool = False) -> None:
-        if depth < 1:
-            raise ValueError(f"TreeNeighbourMatch needs depth >= 1, got {depth}")
+        if depth < 2:
+            raise ValueError(f"TreeNeighbourMatch needs depth >= 2 (the benchmark's depths are 2..{MAX_DEPTH}), "
+                             f"got {depth}")
         if depth > MAX_DEPTH and not allow_large:
             graphs, nodes = self.size(depth)
             raise ValueError(

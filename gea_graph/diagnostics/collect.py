@@ -21,8 +21,8 @@ from gea_graph.models.introspect import find_layers
 def node_states(output: Any, batch: Batch) -> Tensor:
     """Node representations ``[ΣN, C]`` from a layer's output.
 
-    Accepted outputs: a ``[ΣN, C]`` tensor; a dense ``[B, N_max, C]`` tensor, or ``[B, N_max + 1, C]`` whose
-    position 0 is a graph token (dropped); a tuple or list whose first item is one of these (e.g. ``(x, edge_attr)``);
+    Accepted outputs: a ``[ΣN, C]`` tensor; ``[ΣN + B, C]`` packed rows with a graph token first in each graph
+    (dropped); a dense ``[B, N_max, C]`` tensor, or ``[B, N_max + 1, C]`` whose position 0 is a graph token (dropped); a tuple or list whose first item is one of these (e.g. ``(x, edge_attr)``);
     an object with an ``x`` attribute (a ``Data``/``Batch``).
     """
     if isinstance(output, (tuple, list)):
@@ -37,6 +37,9 @@ def node_states(output: Any, batch: Batch) -> Tensor:
     num_nodes = batch.batch.numel()
     if output.dim() == 2 and output.shape[0] == num_nodes:
         return output
+    if output.dim() == 2 and output.shape[0] == num_nodes + batch.num_graphs:
+        # packed rows with a graph token first in each graph (Graphormer, GraphToken.prepend): drop the tokens
+        return output[torch.arange(num_nodes, device=output.device) + batch.batch + 1]
     if output.dim() == 3 and output.shape[0] == batch.num_graphs:
         _, mask = to_dense_batch(
             batch.batch.new_zeros(num_nodes, 1), batch.batch, batch_size=batch.num_graphs

@@ -24,10 +24,12 @@ from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
+from gea_graph.data.files import atomic_write, ensure_folder, save_figure
 from gea_graph.diagnostics.collect import collect_node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.models.introspect import find_layers
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
+from gea_graph.nn.attention.plan import AttentionPlan
 
 LAYER_COLUMNS = (
     "model",
@@ -94,6 +96,11 @@ def gfsa_coefficients(model: nn.Module) -> list[GFSACoefficients | None]:
     return [m.coefficients() if m is not None else None for m in _gfsa_modules(model)]
 
 
+def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
+    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
+    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg
+
+
 @torch.no_grad()
 def gfsa_eigenvalues(
     model: nn.Module,
@@ -116,7 +123,7 @@ def gfsa_eigenvalues(
     handles = [
         m.register_forward_pre_hook(
             lambda _m, args, kwargs, i=i: masks[i].append(
-                args[1] if len(args) > 1 else kwargs["mask"]
+                _dense_mask(args[1] if len(args) > 1 else kwargs["mask"])
             ),
             with_kwargs=True,
         )
@@ -190,13 +197,11 @@ def response_table(
 
 def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> Path:
     """Write ``rows`` to ``path`` (via a temporary file renamed into place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as handle:
+    ensure_folder(path.parent)
+    with atomic_write(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns))
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
     return path
 
 
@@ -276,8 +281,8 @@ def plot_report(
             title="GFSA filter response",
         )
         ax.legend(fontsize="x-small", ncols=2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    ensure_folder(path.parent)
+    save_figure(fig, path, dpi=120)
     return path
 
 

@@ -96,6 +96,9 @@ class ModelConfig:
             baselines: conv, activation, dropout, residual, norm).
         dropout: Dropout of the branches and the FFN.
         attn_dropout: Attention dropout.
+        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (softmax without a bias on
+            the packed node rows, no padding; the others on blocks of graphs of similar size), ``"packed"`` (softmax
+            without a bias only), ``"grouped"``, or ``"dense"`` (the padded batch: the reference, for comparison).
         pe: Positional encoding, or ``None``.
         pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).
         head_layers: Linear layers of the prediction head (``1`` = a single linear map).
@@ -144,6 +147,7 @@ class ModelConfig:
     local_out_act: bool = False
     dropout: float = 0.0
     attn_dropout: float = 0.0
+    attn_impl: str = "auto"
     pe: PEConfig | None = None
     pooling: str = "mean"
     head_layers: int = 2
@@ -171,6 +175,13 @@ class ModelConfig:
             raise ValueError("model: a geaet layer needs at least one of mpnn, attn, gea")
         if self.family == "graphormer" and self.attn is None:
             raise ValueError("model.attn: the graphormer family needs an attention type")
+        from gea_graph.nn.attention.plan import ATTN_IMPLS
+        if self.attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"model.attn_impl: {self.attn_impl!r} is not one of {', '.join(ATTN_IMPLS)}")
+        if self.attn_impl == "packed" and (self.attn != "softmax" or self.family == "graphormer"):
+            raise ValueError("model.attn_impl: 'packed' runs softmax attention without a bias on the packed node "
+                             f"rows; {'the graphormer family adds a structural bias' if self.family == 'graphormer' else f'attn: {self.attn} needs the N x N matrix'}"
+                             "; use 'auto', 'grouped' or 'dense'")
         if self.family.startswith("pyg_"):
             self._check_pyg_peer()
             return
@@ -187,6 +198,8 @@ class ModelConfig:
                              f"{'softmax (GPSConv multihead)' if attn else 'null'}")
         if self.gea:
             raise ValueError(f"model.gea: the {self.family} family has no GEANet branch; set gea: false")
+        if self.attn_impl != "auto":
+            raise ValueError(f"model.attn_impl: the {self.family} family runs PyG's own attention; leave it 'auto'")
         if self.pe is not None and self.pe.kind != "rw":
             raise ValueError(f"model.pe.kind: {self.pe.kind!r}; the {self.family} family reads RWPE only (kind: rw)")
         for section in ("layer_args", "mpnn_args", "attn_args", "gea_args", "pe_args"):

@@ -27,7 +27,8 @@ class ColumnEmbedding(Module):
             table.reset_parameters()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.view(x.size(0), self.columns)  # not -1: a graph without edges has an [0, F] edge_attr
+        if x.dim() == 1:  # one column given as a vector (no view with -1: it does not trace for 0-row batches)
+            x = x.unsqueeze(-1)
         return sum(table(x[:, i]) for i, table in enumerate(self.tables))
 
     def __repr__(self) -> str:
@@ -147,7 +148,8 @@ def encode_pe(encoder: Module, pe: PEConfig, x: Tensor, batch) -> Tensor:
     r"""Runs the PE encoder on the batch fields of the data schema (``lap_eigvec`` / ``lap_eigval`` /
     ``lap_mask`` or ``rw_pe``): ``[N, d - dim] -> [N, d]``."""
     if pe.kind == "lap":
-        return encoder(x, (batch.lap_eigvec, batch.lap_eigval, batch.lap_mask), batch=batch.batch)
+        return encoder(x, (batch.lap_eigvec, batch.lap_eigval, batch.lap_mask), batch=batch.batch,
+                       num_graphs=batch.num_graphs)
     return encoder(x, batch.rw_pe)
 
 

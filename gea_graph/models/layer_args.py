@@ -70,6 +70,7 @@ _GEAET_FIELDS = {
     "channels": "hidden", "mpnn": "mpnn", "attn": "attn", "gea": "gea", "heads": "heads", "gea_heads": "gea_heads",
     "units": "units", "edge_units": "edge_units", "shared_unit": "shared_unit", "norm_scope": "norm_scope",
     "norm": "norm", "act": "act", "use_ffn": "ffn", "dropout": "dropout", "attn_dropout": "attn_dropout",
+    "attn_impl": "attn_impl",
     "local_out_act": "local_out_act", "mpnn_kwargs": "mpnn_args", "attn_kwargs": "attn_args",
     "gea_kwargs": "gea_args",
 }
@@ -79,7 +80,7 @@ _MPNN_BLOCK_TAKEN = {"channels": "model.hidden", "act": "model.act"}
 _GRAPHORMER_FIELDS = {
     "channels": "hidden", "heads": "heads", "attn": "attn", "ffn_channels": "graphormer.ffn_channels",
     "dropout": "dropout", "attn_dropout": "attn_dropout", "pre_norm": "graphormer.pre_norm",
-    "attn_kwargs": "attn_args",
+    "attn_kwargs": "attn_args", "attn_impl": "attn_impl",
 }
 _PE_JOIN = "the model (the PE is concatenated to a node embedding of width hidden - pe.dim)"
 _PE_FIELDS = {
@@ -142,7 +143,8 @@ def check_layer_args(cfg: ModelConfig) -> None:
             raise ValueError(f"model.{section} must be a mapping of argument names to values, got {value!r}")
     if cfg.family == "graphormer":
         check_arguments("layer_args", GraphormerLayer, cfg.layer_args, _taken(_GRAPHORMER_FIELDS))
-        attn_taken = {"channels": "model.hidden", "heads": "model.heads", "dropout": "model.attn_dropout"}
+        attn_taken = {"channels": "model.hidden", "heads": "model.heads", "dropout": "model.attn_dropout",
+                      "impl": "model.attn_impl"}
         if attention_class(cfg.attn) is attention_class("gfsa"):
             attn_taken["K"] = "model.graphormer.gfsa_k"
         check_arguments("attn_args", attention_class(cfg.attn), cfg.attn_args, attn_taken)

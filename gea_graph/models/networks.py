@@ -13,6 +13,7 @@ predictions without touching the batch:
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.nn import Dropout, LayerNorm, Module, ModuleList
@@ -35,14 +36,14 @@ from gea_graph.models.layer_args import (
 from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 from gea_graph.nn import (
     CentralityEncoding,
+    GatedGCNLayer,
     GEAETLayer,
     GraphormerAttnBias,
     GraphormerLayer,
     GraphToken,
     MPNNBlock,
-    from_dense,
-    to_dense,
 )
+from gea_graph.nn.attention import AttentionPlan
 
 _EDGE_MPNNS = ("gatedgcn", "gine")
 
@@ -70,25 +71,33 @@ class GraphModel(Module):
             x = encode_pe(self.pe_encoder, self.cfg.pe, x, batch)
         return x
 
-    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
+    def embed(self, batch, max_num_nodes: int | None = None,
+              node_counts: np.ndarray | None = None) -> tuple[Tensor, Tensor | None]:
         r"""Returns ``(node representations, graph representations or None)``."""
         raise NotImplementedError
 
-    def forward(self, batch, max_num_nodes: int | None = None) -> Tensor:
-        r"""The predictions for ``batch``. :obj:`max_num_nodes` (the number of nodes of the batch's
-        largest graph, or a bound of it) sizes the dense layout of the global attention; it is
-        read from the batch when not given (a host sync). Give it to compile the model without
-        graph breaks: ``torch.compile(model, fullgraph=True, dynamic=True)(batch,
-        max_num_nodes=n)``."""
-        nodes, graphs = self.embed(batch, max_num_nodes)
+    def forward(self, batch, max_num_nodes: int | None = None, node_counts: np.ndarray | None = None) -> Tensor:
+        r"""The predictions for ``batch``.
+
+        The global attention plans its layout once per batch
+        (:class:`~gea_graph.nn.attention.AttentionPlan`) from the batch's ``ptr`` and two host-side sizes, read
+        from the batch (a host sync each) when not given: :obj:`max_num_nodes` (the number of nodes of the batch's
+        largest graph, or a bound of it) and :obj:`node_counts` (the node count of every graph, e.g.
+        ``batch.ptr.diff().numpy()`` while the batch is still on the CPU; only the size-grouped attentions read
+        it). The training loop computes both on the host before the batch moves to the device
+        (:func:`host_sizes`), so a training step has no host sync in the model. To compile:
+        ``DynamicCompiled(model)(batch, max_num_nodes=n)`` (:class:`~gea_graph.nn.compiling.DynamicCompiled`;
+        without :obj:`node_counts`, the grouped attentions then run on the padded batch)."""
+        nodes, graphs = self.embed(batch, max_num_nodes, node_counts)
         task = self.cfg.task
         if task.startswith("graph_"):
             if graphs is None:
                 pool = global_mean_pool if self.cfg.pooling == "mean" else global_add_pool
                 graphs = pool(nodes, batch.batch, size=batch.num_graphs)
             return self.head(graphs)
-        if task == "target_node":
-            return self.head(nodes[batch.target_mask])
+        if task == "target_node":  # one target node per graph: a gather of static size (no host sync)
+            rows = torch.nonzero_static(batch.target_mask, size=batch.num_graphs).view(-1)
+            return self.head(nodes.index_select(0, rows))
         return self.head(nodes)
 
     def aux_loss(self) -> Tensor:
@@ -125,21 +134,36 @@ class GEAETModel(GraphModel):
         needs_edges = cfg.mpnn in _EDGE_MPNNS or (cfg.gea and cfg.edge_units)
         self.constant_edge = ConstantEdge(cfg.hidden) if self.edge_encoder is None and needs_edges else None
         self.layers = ModuleList([self._layer(cfg) for _ in range(cfg.layers)])
+        # Only a GatedGCN or GINE branch turns edge features into node features (GEA's edge units feed edges only).
+        self.reads_edges = cfg.mpnn in _EDGE_MPNNS
+        # Parameters that no prediction depends on are frozen, so that every trainable parameter gets a gradient at
+        # every step (DDP then needs no search for unused ones) and nothing changes in training: they are kept (the
+        # authors' parameter counts include them) but take no part. The edge encoder when nothing reads edges (e.g.
+        # the bond encoder of the GCN Peptides recipes), and the edge norm of a last GatedGCN layer, whose edge
+        # output nobody reads.
+        if self.edge_encoder is not None and not self.reads_edges:
+            self.edge_encoder.requires_grad_(False)
+        last = getattr(self.layers[-1], "mpnn", None) if len(self.layers) else None
+        if isinstance(last, GatedGCNLayer) and last.bn_edge is not None:
+            last.bn_edge.requires_grad_(False)
 
     @staticmethod
     def _layer(cfg: ModelConfig) -> Module:
         return GEAETLayer(**geaet_layer_kwargs(cfg))
 
-    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
+    def embed(self, batch, max_num_nodes: int | None = None,
+              node_counts: np.ndarray | None = None) -> tuple[Tensor, Tensor | None]:
         x = self.encode_nodes(batch)
         edge_attr = None
-        if self.edge_encoder is not None:
+        if self.edge_encoder is not None and self.reads_edges:
             edge_attr = self.edge_encoder(batch.edge_attr)
         elif self.constant_edge is not None:
             edge_attr = self.constant_edge(batch.edge_index.size(1))
-        sizes = {"num_graphs": batch.num_graphs}
-        if isinstance(self.layers[0], GEAETLayer):  # MPNN blocks have no dense branch
+        sizes: dict[str, object] = {"num_graphs": batch.num_graphs}
+        if isinstance(self.layers[0], GEAETLayer):  # MPNN blocks have no attention branch
             sizes["max_num_nodes"] = max_num_nodes
+            if self.layers[0].attention is not None:  # one plan per batch, shared by the layers
+                sizes["plan"] = attention_plan(batch, x.size(0), max_num_nodes, node_counts)
         for layer in self.layers:
             x, edge_attr = layer(x, batch.edge_index, edge_attr, batch.batch, **sizes)
         return x, None
@@ -182,29 +206,60 @@ class GraphormerModel(GraphModel):
             self.attn_bias = GraphormerAttnBias(cfg.heads, g.max_distance, edge_dim, num_edge_types,
                                                 max(g.max_hops, 1))
         self.graph_token = GraphToken(cfg.hidden, cfg.heads)
+        if self.attn_bias is None:  # the token's distance bias joins a bias that AGF does not take: frozen
+            self.graph_token.distance.requires_grad_(False)
         self.layers = ModuleList([GraphormerLayer(**graphormer_layer_kwargs(cfg)) for _ in range(cfg.layers)])
         # Graphormer v1 (pre-LN) ends with a LayerNorm; v2 (post-LN) normalises the embeddings instead.
         self.embed_norm = LayerNorm(cfg.hidden) if not cfg.graphormer.pre_norm else None
         self.final_norm = LayerNorm(cfg.hidden) if cfg.graphormer.pre_norm else None
 
-    def embed(self, batch, max_num_nodes: int | None = None) -> tuple[Tensor, Tensor | None]:
-        x = self.centrality(self.encode_nodes(batch), batch.edge_index)
-        num_nodes = x.size(0)
-        x, mask = to_dense(self.input_dropout(x), batch.batch, batch_size=batch.num_graphs,
-                           max_num_nodes=max_num_nodes)
-        bias = None
+    def embed(self, batch, max_num_nodes: int | None = None,
+              node_counts: np.ndarray | None = None) -> tuple[Tensor, Tensor | None]:
+        x = self.input_dropout(self.centrality(self.encode_nodes(batch), batch.edge_index))
+        # Packed rows with the graph token first in each graph; the structural bias (and the token's) is built per
+        # block of graphs of similar size, once for all layers (never for the whole padded batch).
+        x, token_rows, node_rows, ptr = self.graph_token.prepend(x, batch.batch, batch_ptr(batch))
+        plan = AttentionPlan(ptr, x.size(0), None if max_num_nodes is None else max_num_nodes + 1,
+                             None if node_counts is None else np.asarray(node_counts) + 1)
         if self.attn_bias is not None:
-            bias = self.attn_bias.forward_data(batch, max_num_nodes=x.size(1))
-        x, mask, bias = self.graph_token(x, mask, bias)
-        if self.attn_bias is None:
-            bias = None
+            bias, token = self.attn_bias, self.graph_token
+            plan = plan.with_bias(lambda layout: bias.blocks(layout, batch, shift=1, extra=token.tile))
         if self.embed_norm is not None:
             x = self.embed_norm(x)
         for layer in self.layers:
-            x = layer(x, mask, bias)
+            x = layer(x, plan)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return from_dense(x[:, 1:], mask[:, 1:], num_nodes), x[:, 0]
+        return x[node_rows], x[token_rows]
+
+
+def batch_ptr(batch) -> Tensor:
+    r"""``batch.ptr`` (graph ``i`` owns nodes ``ptr[i]:ptr[i+1]``), computed from the batch vector when the batch
+    has none."""
+    ptr = getattr(batch, "ptr", None)
+    if ptr is not None:
+        return ptr
+    counts = torch.zeros(batch.num_graphs, dtype=torch.long, device=batch.batch.device).index_add_(
+        0, batch.batch, torch.ones_like(batch.batch))
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def attention_plan(batch, num_nodes: int, max_num_nodes: int | None = None,
+                   node_counts: np.ndarray | None = None) -> AttentionPlan:
+    r"""The :class:`~gea_graph.nn.attention.AttentionPlan` of a PyG batch (made once per batch, given to every
+    layer)."""
+    return AttentionPlan(batch_ptr(batch), num_nodes, max_num_nodes, node_counts, batch=batch.batch)
+
+
+def host_sizes(batch) -> dict[str, object]:
+    r"""``{"max_num_nodes": int, "node_counts": numpy array}`` of a batch whose ``ptr`` (or batch vector) is on the
+    CPU: what :meth:`GraphModel.forward` takes to run without host syncs. Compute it before the batch moves to the
+    device (the training loop does, in ``on_before_batch_transfer``)."""
+    ptr = batch_ptr(batch)
+    if ptr.device.type != "cpu":
+        raise ValueError("host_sizes: the batch is already on the device; compute the sizes before moving it")
+    counts = (ptr[1:] - ptr[:-1]).numpy()
+    return {"max_num_nodes": int(counts.max()) if counts.size else 0, "node_counts": counts}
 
 
 def build_model(cfg: ModelConfig) -> Module:
@@ -223,5 +278,6 @@ def build_model(cfg: ModelConfig) -> Module:
 
 
 def count_parameters(model: Module) -> int:
-    r"""Number of learnable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    r"""Number of parameters, the frozen ones included (as the authors' codes count them: a model's frozen
+    parameters are those no prediction depends on, see :class:`GEAETModel`)."""
+    return sum(p.numel() for p in model.parameters())

@@ -28,4 +28,5 @@ from gea_graph.nn.mpnn import (  # noqa: F401
     MPNNBlock,
     mpnn_resolver,
 )
+from gea_graph.nn.norm import DistributedBatchNorm  # noqa: F401
 from gea_graph.nn.pe_encoders import LapPEEncoder, RWPEEncoder  # noqa: F401

@@ -27,23 +27,47 @@ def _per_row(t: Tensor, index: Tensor | None) -> Tensor:
     return t if index is None else t.index_select(0, index)
 
 
-def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
-                  base2: bool = False) -> Tensor:
-    r"""Softmax of ``logits`` ``[M, ...]`` (:math:`M > 0`) over dim 0 within each group of ``index``
-    (:obj:`None`: all rows form one group); ``base2`` uses :math:`2^x` instead of :math:`e^x`.
+#: Largest logit magnitude for which the exponentials are taken without a shift: :math:`2^a` and
+#: :math:`e^a` with :math:`|a| \le 62` are normal float32 numbers, and no group's sum comes near overflow.
+_UNSHIFTED_RANGE = 62.0
 
-    The per-group maximum is subtracted first (one ``scatter_reduce`` over the rows), as in
-    :func:`torch_geometric.utils.softmax`, so the sums stay in range for any logits. No host sync
-    and no data-dependent branch: the same kernels run on every batch, which keeps the layer
-    :func:`torch.compile`-able without graph breaks and never stalls a GPU."""
+
+def _unshifted_is_exact(logits: Tensor) -> bool:
+    # One pass and one host read: on CPU the read costs nothing, on a GPU (and under torch.compile)
+    # it would stall, so there the per-group shift is always taken.
+    if logits.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    low, high = torch.aminmax(logits)
+    return -_UNSHIFTED_RANGE <= float(low) and float(high) <= _UNSHIFTED_RANGE
+
+
+def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
+                  base2: bool = False, inplace: bool = False) -> Tensor:
+    r"""Softmax of ``logits`` ``[M, ...]`` (:math:`M > 0`) over dim 0 within each group of ``index``
+    (:obj:`None`: all rows form one group); ``base2`` uses :math:`2^x` instead of :math:`e^x`;
+    ``inplace`` overwrites ``logits`` with the result.
+
+    A softmax is unchanged by any shift constant within a group. On CPU in eager mode, when every
+    logit lies within :math:`\pm 62` (checked with one pass), the exponentials
+    are taken unshifted: all are normal floats and no group sum can overflow or vanish, so the
+    result is exact (two passes and a ``scatter_reduce`` fewer). Otherwise, and always on a GPU or
+    under :func:`torch.compile`, the per-group maximum is subtracted first (one ``scatter_reduce``
+    over the rows), as in :func:`torch_geometric.utils.softmax`, so the sums stay in range for any
+    logits; that path has no host sync and no data-dependent branch, which keeps the layer
+    compilable without graph breaks and never stalls a GPU."""
     exp = torch.exp2 if base2 else torch.exp
-    if index is None:
-        shift = logits.amax(dim=0, keepdim=True)
+    out = logits if inplace else None
+    if _unshifted_is_exact(logits):
+        e = exp(logits, out=out)
     else:
-        expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
-        shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
-            0, expanded, logits, "amax", include_self=False)
-    e = exp(logits - _per_row(shift, index))
+        if index is None:
+            shift = logits.amax(dim=0, keepdim=True)
+        else:
+            expanded = index.view((-1, ) + (1, ) * (logits.dim() - 1)).expand_as(logits)
+            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+                0, expanded, logits, "amax", include_self=False)
+        e = torch.sub(logits, _per_row(shift, index), out=out)
+        e = exp(e, out=e)
     inv_total = _group_sum(e, index, num_groups).reciprocal_()
     return e.mul_(_per_row(inv_total, index))
 
@@ -54,20 +78,20 @@ def _l1_without_eps(p: Tensor, rho: Tensor, logits: Tensor, index: Tensor | None
     (row sums ``rho``) the group softmax of the base-2 ``logits`` ``[M, H, S]``. Where all of a
     row's softmax values are subnormal or 0 (a node far below the column maxima of every unit),
     :math:`p / \sum p` loses its precision or is 0/0 (NaN in the authors' code); those rows take the
-    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead."""
+    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead. The
+    log-space value is computed for every row and taken where needed (``torch.where``): no host sync
+    (which rows underflow is never read on the host), at the cost of a few passes over the rows."""
     alpha = p / rho
-    under = rho.view(-1) < torch.finfo(p.dtype).tiny
-    if bool(under.any()):  # one host sync, only in this mode
-        if index is None:
-            shift = logits.amax(dim=0, keepdim=True)
-        else:
-            expanded = index.view(-1, 1, 1).expand_as(logits)
-            shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
-                0, expanded, logits, "amax", include_self=False)
-        total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
-        log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
-        alpha[under] = torch.softmax(log_p.view(alpha.shape)[under] / _LOG2E, dim=-1)
-    return alpha
+    under = rho < torch.finfo(p.dtype).tiny
+    if index is None:
+        shift = logits.amax(dim=0, keepdim=True)
+    else:
+        expanded = index.view(-1, 1, 1).expand_as(logits)
+        shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
+            0, expanded, logits, "amax", include_self=False)
+    total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
+    log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
+    return torch.where(under, torch.softmax(log_p.view(alpha.shape) / _LOG2E, dim=-1), alpha)
 
 
 class _GroupSoftmax(torch.autograd.Function):
@@ -123,10 +147,11 @@ class _ExternalUnits(torch.autograd.Function):
         \rho = \epsilon + \textstyle\sum_s p_s, \quad \alpha = p / \rho, \quad
         \mathrm{out} = \alpha\mathbf{W}_v^{\top} + \mathbf{b}_v
 
-    with :math:`\log_2 e` folded into the key product (``exp2`` is cheaper than ``exp``). The key
-    bias :math:`\mathbf{b}_k` is constant over the rows of each column, so the softmax over rows
-    cancels it exactly: it is left out of the product, and its gradient :math:`\sum G_a` is zero
-    up to rounding. Saved: :math:`p`, :math:`\alpha` and the inputs. Backward, for the incoming
+    with :math:`\log_2 e` folded into the key weight (``exp2`` is cheaper than ``exp``) and the
+    exponentials taken in place (see :func:`_softmax_rows`). The key bias :math:`\mathbf{b}_k` is
+    constant over the rows of each column, so the softmax over rows cancels it exactly: it is left
+    out of the product, and its gradient :math:`\sum G_a` is exactly zero (returned as zeros, not
+    computed). Saved: :math:`p`, :math:`\alpha` and the inputs. Backward, for the incoming
     gradient :math:`G`: :math:`G_\alpha = G\mathbf{W}_v`, and through the L1 step and the softmax
 
     .. math::
@@ -135,9 +160,9 @@ class _ExternalUnits(torch.autograd.Function):
 
     (also exact with :obj:`eps=None`, where :math:`\alpha = \mathrm{softmax}_s(\log p)`), then
     :math:`G_{\mathbf{W}_v} = G^{\top}\alpha`, :math:`G_{\mathbf{b}_v} = \sum G`,
-    :math:`G_{\mathbf{W}_k} = G_a^{\top}\mathbf{X}`, :math:`G_{\mathbf{b}_k} = \sum G_a`,
-    :math:`G_{\mathbf{X}} = G_a \mathbf{W}_k`. Also returns :math:`\alpha` (not differentiable)
-    for the attention maps.
+    :math:`G_{\mathbf{W}_k} = G_a^{\top}\mathbf{X}`, :math:`G_{\mathbf{X}} = G_a \mathbf{W}_k`.
+    Also returns :math:`\alpha` (not differentiable) for the attention maps; autograd passes no
+    zero gradient for it (``set_materialize_grads(False)``).
     """
 
     @staticmethod
@@ -148,8 +173,10 @@ class _ExternalUnits(torch.autograd.Function):
         # flattened by the caller and only viewed with -1 here: a size expression first made
         # inside the node breaks torch.compile(dynamic=True) at the node's next call.
         S, H = w_k.size(0), heads
-        logits = torch.mm(x, w_k.t()).mul_(_LOG2E)  # base-2 logits, [M H, S]
-        p = _softmax_rows(logits.view(-1, H, S), index, num_groups, base2=True).view(-1, S)
+        logits = torch.mm(x, (w_k * _LOG2E).t())  # base-2 logits, [M H, S]
+        # Without eps the logits are read again where p underflows: keep them.
+        p = _softmax_rows(logits.view(-1, H, S), index, num_groups, base2=True,
+                          inplace=eps is not None).view(-1, S)
         ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
         rho = torch.mm(p, ones)
         if eps is None:  # the authors' L1 step, exact where p underflows; p is kept for backward
@@ -161,12 +188,15 @@ class _ExternalUnits(torch.autograd.Function):
         ctx.num_groups = num_groups
         ctx.has_bias = (b_k is not None, b_v is not None)
         ctx.mark_non_differentiable(alpha)
+        ctx.set_materialize_grads(False)
         ctx.heads = heads
         return out, alpha
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor, _ga: Any) -> tuple[Any, ...]:
+    def backward(ctx: Any, grad: Tensor | None, _ga: Any) -> tuple[Any, ...]:
         x, w_k, w_v, p, alpha, ones, index = ctx.saved_tensors
+        if grad is None:  # only alpha was used
+            return (None, ) * 9
         H, S = ctx.heads, alpha.size(1)
         # contiguous: a broadcast gradient (e.g. of a sum) is materialised once, not in each mm
         g = grad.contiguous()
@@ -177,7 +207,7 @@ class _ExternalUnits(torch.autograd.Function):
         total = _per_row(_group_sum(s.view(-1, H, S), index, ctx.num_groups), index)
         ga = s.view(-1, H, S).addcmul_(total, p.view(-1, H, S), value=-1.0).view(-1, S)
         grad_w_k = ga.t() @ x
-        grad_b_k = ga.sum(dim=0) if ctx.has_bias[0] else None
+        grad_b_k = w_k.new_zeros(S) if ctx.has_bias[0] else None  # sum(G_a) = 0: the bias cancels
         grad_x = ga @ w_k if ctx.needs_input_grad[0] else None
         return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None
 

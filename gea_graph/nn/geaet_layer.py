@@ -9,7 +9,7 @@ from torch.nn import Linear, Module
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
-from gea_graph.nn.attention.dense import from_dense, to_dense
+from gea_graph.nn.attention.plan import AttentionPlan
 from gea_graph.nn.geanet import GEANet, resolve_norm
 from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
@@ -38,9 +38,11 @@ class GEAETLayer(Module):
     with :math:`\mathrm{FFN}(\mathbf{H}) = \mathrm{Dropout}(\mathbf{W}_2\,\mathrm{Dropout}(
     \mathrm{act}(\mathbf{W}_1 \mathbf{H})))`, :math:`\mathbf{W}_1: d \to 2d`. Post-norm, one
     residual + norm per branch, a residual around the FFN and a final norm (applied also with
-    :obj:`use_ffn=False`, as in the code). The global attention runs on the dense padded batch
-    (:func:`~torch_geometric.utils.to_dense_batch`, attention stays inside each graph) and is any
-    of :func:`~gea_graph.nn.attention.attention_resolver`'s names. GEANet's edge input is the
+    :obj:`use_ffn=False`, as in the code). The global attention is any of
+    :func:`~gea_graph.nn.attention.attention_resolver`'s names and attends within each graph on
+    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: softmax without a bias on the
+    packed rows with no padding at all, the others on blocks of graphs of similar size; the dense
+    padded batch with :obj:`"dense"`, the reference; all compute the same function). GEANet's edge input is the
     MPNN's updated edge features (Eq. 8); its edge output (only changed with
     :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its
     residual (:class:`~gea_graph.nn.GatedGCNLayer`) gets no second residual and no second dropout,
@@ -91,6 +93,10 @@ class GEAETLayer(Module):
         external_dropout (float, optional): GEANet branch output. (default: :obj:`None`)
         ffn_dropout (float, optional): FFN. (default: :obj:`None`)
         attn_dropout (float, optional): Dropout on the attention weights. (default: :obj:`0.0`)
+        attn_impl (str, optional): How the global attention runs: :obj:`"auto"`,
+            :obj:`"packed"`, :obj:`"grouped"` or :obj:`"dense"` (see
+            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default:
+            :obj:`"auto"`)
         local_out_act (bool, optional): Activation on the MPNN output before its dropout (the
             authors' ``gt.local_out_act``, Peptides-Struct). (default: :obj:`False`)
         mpnn_kwargs, attn_kwargs, gea_kwargs (Dict[str, Any], optional): Further arguments of the
@@ -107,7 +113,8 @@ class GEAETLayer(Module):
         - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices
           :math:`(2, |\mathcal{E}|)`, edge features :math:`(|\mathcal{E}|, d)` or :obj:`None`,
           batch vector :math:`(|\mathcal{V}|)` or :obj:`None` (one graph), optional
-          :obj:`attn_bias` :math:`(B, H, N_{\max}, N_{\max})`
+          :obj:`attn_bias` :math:`(B, H, N_{\max}, N_{\max})`, optional :obj:`plan` (the batch's
+          :class:`~gea_graph.nn.attention.plan.AttentionPlan`, shared by the layers of a model)
         - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features
           :math:`(|\mathcal{E}|, d)` (or :obj:`None`)
     """
@@ -116,7 +123,8 @@ class GEAETLayer(Module):
     #: (``{branch: {branch argument: layer argument}}``); ``*_kwargs`` must not repeat them.
     branch_arguments: ClassVar[dict[str, dict[str, str]]] = {
         "mpnn": {"channels": "channels"},
-        "attn": {"channels": "channels", "heads": "heads", "dropout": "attn_dropout"},
+        "attn": {"channels": "channels", "heads": "heads", "dropout": "attn_dropout",
+                 "impl": "attn_impl"},
         "gea": {"channels": "channels", "heads": "gea_heads", "units": "units",
                 "edge_units": "edge_units", "shared_unit": "shared_unit",
                 "norm_scope": "norm_scope", "dropout": "external_dropout", "norm": "norm",
@@ -146,6 +154,7 @@ class GEAETLayer(Module):
         external_dropout: float | None = None,
         ffn_dropout: float | None = None,
         attn_dropout: float = 0.0,
+        attn_impl: str = "auto",
         local_out_act: bool = False,
         mpnn_kwargs: dict[str, Any] | None = None,
         attn_kwargs: dict[str, Any] | None = None,
@@ -188,7 +197,7 @@ class GEAETLayer(Module):
         elif isinstance(attn, str):
             from gea_graph.nn.attention import attention_resolver
             self.attention = attention_resolver(attn, channels, heads, dropout=self.attn_dropout,
-                                                **(attn_kwargs or {}))
+                                                impl=attn_impl, **(attn_kwargs or {}))
         else:
             self.attention = attn
         self.norm_attn = (resolve_norm(norm, channels, norm_kwargs)
@@ -249,10 +258,13 @@ class GEAETLayer(Module):
         attn_bias: OptTensor = None,
         num_graphs: int | None = None,
         max_num_nodes: int | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[Tensor, OptTensor]:
-        r"""Runs the forward pass of the module. :obj:`attn_bias` is passed to the global
-        attention. :obj:`num_graphs` and :obj:`max_num_nodes` (the number of nodes of the largest
-        graph, as :func:`~torch_geometric.utils.to_dense_batch` takes it) are optional in eager
+        r"""Runs the forward pass of the module. :obj:`attn_bias` (dense, padded) is passed to
+        the global attention. :obj:`plan`: the batch's attention plan (a model makes one per batch
+        and gives it to every layer); without it the layer plans from :obj:`batch`,
+        :obj:`num_graphs` and :obj:`max_num_nodes` (the number of nodes of the largest graph, as
+        :func:`~torch_geometric.utils.to_dense_batch` takes it). The sizes are optional in eager
         mode, where they save host syncs; with both given the layer has none and compiles with
         ``torch.compile(layer, fullgraph=True, dynamic=True)``."""
         out: OptTensor = None
@@ -269,12 +281,12 @@ class GEAETLayer(Module):
             out = h
 
         if self.attention is not None:
-            x_dense, mask = to_dense(x, batch, batch_size=num_graphs, max_num_nodes=max_num_nodes)
-            if attn_bias is None:
-                h = self.attention(x_dense, mask)
-            else:
-                h = self.attention(x_dense, mask, attn_bias)
-            h = x + self._dropout(from_dense(h, mask, x.size(0)), self.global_dropout)
+            if plan is None:
+                plan = AttentionPlan.from_batch_vector(batch, x.size(0), num_graphs, max_num_nodes,
+                                                       device=x.device)
+            if attn_bias is not None:
+                plan = plan.with_bias(attn_bias)
+            h = x + self._dropout(self.attention(x, plan), self.global_dropout)
             if self.norm_attn is not None:
                 h = self.norm_attn(h, batch, num_graphs)
             out = h if out is None else out + h
@@ -301,6 +313,9 @@ class GEAETLayer(Module):
         drops = (self.local_dropout, self.global_dropout, self.external_dropout, self.ffn_dropout)
         dropout = (f"dropout={drops[0]}" if len(set(drops)) == 1 else
                    "local_dropout={}, global_dropout={}, external_dropout={}, ffn_dropout={}".format(*drops))
+        impl = getattr(self.attention, "impl", None)
         return (f"{self.__class__.__name__}({self.channels}, mpnn={self._mpnn_name!r}, "
-                f"attn={self._attn_name!r}, gea={gea_repr}, heads={self.heads}, "
+                f"attn={self._attn_name!r}{f', attn_impl={impl!r}' if impl not in (None, 'auto') else ''}, "
+                f"gea={gea_repr}, "
+                f"heads={self.heads}, "
                 f"norm={self.norm_name!r}, use_ffn={self.use_ffn}, {dropout})")

@@ -10,6 +10,7 @@ from torch.nn import Module
 from torch_geometric.nn.resolver import normalization_resolver
 
 from gea_graph.nn.external_attention import ExternalAttention
+from gea_graph.nn.norm import spans_processes
 
 
 class NodeNorm(Module):
@@ -34,7 +35,8 @@ class NodeNorm(Module):
         r"""Runs the forward pass of the module."""
         if self.takes_batch:
             return self.module(x, batch, batch_size=num_graphs)
-        if self.single_node_safe and self.training and x.size(0) <= 1:
+        if (self.single_node_safe and self.training and x.size(0) <= 1
+                and not spans_processes(self.module)):  # DDP: every process must gather
             # BatchNorm cannot estimate batch statistics from one row: use the running ones.
             m = self.module
             return torch.nn.functional.batch_norm(x, m.running_mean, m.running_var, m.weight,

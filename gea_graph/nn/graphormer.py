@@ -1,7 +1,20 @@
 r"""Graphormer (Ying et al., 2021) as used by the GFSA paper: encodings, graph token and layer.
 
-A model composes, on a PyG batch that carries ``spd_index`` / ``spd`` / ``spd_path``
-(see ``docs/design.md``)::
+A model (:class:`~gea_graph.models.networks.GraphormerModel`) runs on the packed node rows with the
+graph token as each graph's first row and the structural bias built per block of graphs of similar
+size (:meth:`GraphormerAttnBias.blocks`, never for the whole padded batch), masked once per batch
+and shared by all layers::
+
+    x = centrality(atom_encoder(data.x), data.edge_index)
+    x, token_rows, node_rows, ptr = graph_token.prepend(x, data.batch, data.ptr)  # one row more per graph
+    plan = AttentionPlan(ptr, x.size(0)).with_bias(
+        lambda layout: attn_bias.blocks(layout, data, shift=1, extra=graph_token.tile))
+    for layer in layers:
+        x = layer(x, plan)
+    out = final_norm(x)[token_rows]
+
+The dense form, on a PyG batch that carries ``spd_index`` / ``spd`` / ``spd_path``
+(see ``docs/design.md``), computes the same function on the padded batch::
 
     x = atom_encoder(data.x)
     x = centrality(x, data.edge_index)                              # CentralityEncoding
@@ -25,6 +38,7 @@ from torch.nn import Dropout, Embedding, LayerNorm, Linear, Module, Parameter, S
 from torch_geometric.utils import degree
 
 from gea_graph.nn.attention import attention_resolver
+from gea_graph.nn.attention.plan import AttentionPlan, BlockLayout
 
 _INIT_STD = 0.02  # Graphormer initialises its embeddings with N(0, 0.02)
 
@@ -263,7 +277,9 @@ class GraphormerAttnBias(Module):
     :class:`SpatialEncoding` and :class:`EdgeEncoding` are summed and densified by a single
     scatter (no loop over graphs; no host sync given :obj:`batch_size` and
     :obj:`max_num_nodes`, so it compiles without graph breaks). Prepend the graph token
-    (and its bias) with :class:`GraphToken` to get ``[B, H, N+1, N+1]``.
+    (and its bias) with :class:`GraphToken` to get ``[B, H, N+1, N+1]``. :meth:`blocks` builds
+    the same bias per block of graphs of similar size of an attention plan instead (what the
+    model uses: the whole padded ``[B, H, N, N]`` never exists).
 
     Args:
         heads (int): Number of attention heads :math:`H`.
@@ -293,6 +309,15 @@ class GraphormerAttnBias(Module):
                 max_num_nodes: int | None = None) -> Tensor:
         if batch_size is None:
             batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 0
+        values = self.pair_values(spd_index, spd, batch, spd_path, edge_attr, edge_index, batch_size)
+        return _densify(spd_index, batch, values, batch_size, max_num_nodes)
+
+    def pair_values(self, spd_index: Tensor, spd: Tensor, batch: Tensor, spd_path: Tensor | None = None,
+                    edge_attr: Tensor | None = None, edge_index: Tensor | None = None,
+                    batch_size: int | None = None) -> Tensor:
+        r"""The bias of every stored pair ``[P, H]`` (spatial plus edge encoding)."""
+        if batch_size is None:
+            batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 0
         values = self.spatial.pair_bias(spd)
         if self.edge is not None:
             if spd_path is None or edge_attr is None or edge_index is None:
@@ -301,7 +326,30 @@ class GraphormerAttnBias(Module):
             offsets = batch_edge_offsets(edge_index, batch, batch_size)
             values = values + self.edge.pair_bias(edge_attr, spd, spd_path, batch[spd_index[0]],
                                                    offsets)
-        return _densify(spd_index, batch, values, batch_size, max_num_nodes)
+        return values
+
+    def blocks(self, layout: BlockLayout, data: Any, shift: int = 0,
+               extra: Any = None) -> list[Tensor]:
+        r"""The bias of each block of ``layout`` (an :class:`~gea_graph.nn.attention.plan.BlockLayout`
+        of the batch ``data``, whose node ``t`` of a graph sits at row ``t + shift`` of its
+        tile, e.g. ``shift=1`` after a graph token): ``[g, H, L, L]`` per block, by one scatter
+        of the pair values into the blocks' tiles (the bias of the whole padded batch never
+        exists). ``extra(L) -> [1, H, L, L]``, if given, is added to each block (the graph
+        token's bias). Pairs absent from the data get 0."""
+        values = self.pair_values(data.spd_index, data.spd, data.batch, getattr(data, "spd_path", None),
+                                  getattr(data, "edge_attr", None), data.edge_index, data.num_graphs)
+        graph = data.batch[data.spd_index[0]]
+        local = data.spd_index - _starts(data.batch, data.num_graphs)[graph] + shift
+        size = layout.graph_size[graph]
+        flat = layout.graph_base[graph] + local[0] * size + local[1]
+        tiles = values.new_zeros(layout.work, self.heads).index_add_(0, flat, values)
+        out, start = [], 0
+        for blk in layout.blocks:
+            g, L = blk.num_graphs, blk.size
+            tile = tiles[start:start + g * L * L].view(g, L, L, self.heads).permute(0, 3, 1, 2)
+            out.append(tile if extra is None else tile + extra(L).to(tile.dtype))
+            start += g * L * L
+        return out
 
     def forward_data(self, data: Any, max_num_nodes: int | None = None) -> Tensor:
         r"""Convenience: the same from a PyG ``Batch`` (reads ``spd_index``, ``spd``, ``batch``
@@ -329,6 +377,9 @@ class GraphToken(Module):
           :math:`(B, H, N, N)`
         - **output:** ``x`` :math:`(B, N+1, C)`, ``mask`` :math:`(B, N+1)`, ``attn_bias``
           :math:`(B, H, N+1, N+1)`
+
+    The packed form (:meth:`prepend`, :meth:`tile`) does the same on the packed node rows, the
+    token bias added per block by :meth:`GraphormerAttnBias.blocks`.
     """
 
     def __init__(self, channels: int, heads: int) -> None:
@@ -342,16 +393,34 @@ class GraphToken(Module):
         torch.nn.init.normal_(self.token, std=_INIT_STD)
         torch.nn.init.normal_(self.distance, std=_INIT_STD)
 
+    def tile(self, size: int) -> Tensor:
+        r"""The token's bias on a graph of ``size`` rows, the token first: ``[1, H, L, L]``, the
+        per-head distance on row 0 (token -> all) and on column 0 of the other rows
+        (node -> token), 0 elsewhere."""
+        pattern = torch.zeros(size, size, dtype=self.distance.dtype, device=self.distance.device)
+        pattern[0, :] = 1.0
+        pattern[1:, 0] = 1.0
+        return self.distance.view(1, -1, 1, 1) * pattern
+
+    def prepend(self, x: Tensor, batch: Tensor, ptr: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        r"""The packed form: node rows ``x [sum N_i, C]`` of a batch (``batch``, ``ptr``) -> rows
+        ``[sum N_i + B, C]`` with the token before each graph's nodes, the token rows ``[B]``, the
+        node rows ``[sum N_i]`` (where each input row went) and the new ``ptr`` ``[B + 1]``. No
+        host sync."""
+        B, (N, C) = ptr.numel() - 1, x.shape
+        shifted = ptr + torch.arange(B + 1, device=ptr.device)
+        token_rows = shifted[:-1]
+        node_rows = torch.arange(N, device=x.device) + batch + 1
+        out = x.new_zeros(N + B, C).index_copy(0, node_rows, x)
+        out = out.index_copy(0, token_rows, self.token.to(x.dtype).expand(B, C))
+        return out, token_rows, node_rows, shifted
+
     def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, Tensor]:
         B, N, C = x.shape
         x = torch.cat([self.token.to(x.dtype).expand(B, 1, C), x], dim=1)
         mask = torch.cat([mask.new_ones(B, 1), mask], dim=1)
-        # pattern: 1 on row 0 (token -> all) and on column 0 of rows 1: (node -> token)
-        pattern = torch.zeros(N + 1, N + 1, dtype=self.distance.dtype, device=x.device)
-        pattern[0, :] = 1.0
-        pattern[1:, 0] = 1.0
-        token_bias = self.distance.view(1, -1, 1, 1) * pattern
+        token_bias = self.tile(N + 1)
         if attn_bias is None:
             return x, mask, token_bias.expand(B, -1, -1, -1)
         return x, mask, F.pad(attn_bias, (1, 0, 1, 0)) + token_bias.to(attn_bias.dtype)
@@ -389,22 +458,27 @@ class GraphormerLayer(Module):
         activation_dropout (float, optional): Dropout after the FFN's GELU. (default: :obj:`0.0`)
         pre_norm (bool, optional): Pre-LN (v1) or post-LN (v2). (default: :obj:`True`)
         attn_kwargs (dict, optional): Extra arguments of the attention (e.g. ``K`` for GFSA).
+        attn_impl (str, optional): How the attention runs on a plan: ``"auto"`` / ``"grouped"``
+            (blocks of graphs of similar size), ``"dense"`` (the padded batch); ``"packed"`` takes
+            no bias. (default: :obj:`"auto"`)
 
     Shapes:
-        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)`, optional bias :math:`(B, H, N, N)`
-        - **output:** :math:`(B, N, C)`, padded rows zero.
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)`, optional bias :math:`(B, H, N, N)`;
+          or packed :math:`(\sum N_i, C)` and an attention plan (bias inside)
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
     """
 
     def __init__(self, channels: int, heads: int, attn: str = "softmax",
                  ffn_channels: int | None = None, dropout: float = 0.0,
                  attn_dropout: float = 0.0, pre_norm: bool = True,
-                 attn_kwargs: dict[str, Any] | None = None, activation_dropout: float = 0.0) -> None:
+                 attn_kwargs: dict[str, Any] | None = None, activation_dropout: float = 0.0,
+                 attn_impl: str = "auto") -> None:
         super().__init__()
         self.channels, self.heads, self.attn_type = channels, heads, attn
         self.ffn_channels = ffn_channels or channels
         self.pre_norm = pre_norm
         self.activation_dropout = float(activation_dropout)
-        self.attn = attention_resolver(attn, channels, heads, dropout=attn_dropout,
+        self.attn = attention_resolver(attn, channels, heads, dropout=attn_dropout, impl=attn_impl,
                                        **(attn_kwargs or {}))
         self.norm1 = LayerNorm(channels)
         self.norm2 = LayerNorm(channels)
@@ -427,13 +501,17 @@ class GraphormerLayer(Module):
         fn = getattr(self.attn, "aux_loss", None)
         return fn() if fn is not None else self.norm1.weight.new_zeros(())
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | AttentionPlan, attn_bias: Tensor | None = None) -> Tensor:
+        r"""Dense ``(x [B, N, C], mask [B, N], attn_bias)`` (padded rows zero) or packed
+        ``(x [sum N_i, C], plan)`` (the bias in the plan), as the attention takes them."""
         if self.pre_norm:
             x = x + self.dropout(self.attn(self.norm1(x), mask, attn_bias))
             x = x + self.dropout(self.ffn(self.norm2(x)))
         else:
             x = self.norm1(x + self.dropout(self.attn(x, mask, attn_bias)))
             x = self.norm2(x + self.dropout(self.ffn(x)))
+        if isinstance(mask, AttentionPlan):
+            return x
         return x.masked_fill(~mask.unsqueeze(-1), 0.0)
 
     def __repr__(self) -> str:

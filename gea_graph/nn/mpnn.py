@@ -15,6 +15,7 @@ from torch_geometric.nn.resolver import activation_resolver, normalize_string
 from torch_geometric.typing import OptTensor
 
 from gea_graph.nn.geanet import resolve_norm
+from gea_graph.nn.norm import spans_processes
 
 MPNNS = ("gatedgcn", "gcn", "gin", "gine")
 
@@ -90,7 +91,9 @@ class GatedGCNLayer(Module):
     def _norm(self, bn: Module | None, h: Tensor) -> Tensor:
         if bn is None:
             return h
-        if self.training and h.size(0) <= 1:  # one row: use the running statistics
+        # one row: use the running statistics (not when the norm spans a DDP run's processes: all of them
+        # must take part in gathering its statistics)
+        if self.training and h.size(0) <= 1 and not spans_processes(bn):
             return F.batch_norm(h, bn.running_mean, bn.running_var, bn.weight, bn.bias, False,
                                 0.0, bn.eps)
         return bn(h)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sized
 
 import torch
 import torch_geometric.data
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import BatchSampler, Dataset, Sampler, SequentialSampler
 from torch_geometric.loader import DataLoader
 
 from gea_graph.train.recipe import DataConfig, Recipe, RecipeError
@@ -137,7 +137,8 @@ def check_splits(splits: dict[str, Dataset], recipe: Recipe) -> None:
 
 class EpochSampler(Sampler[int]):
     r"""Random order that depends only on ``(seed, epoch)``: Lightning calls :meth:`set_epoch` before every epoch,
-    so a run resumed from a checkpoint sees exactly the batches of an uninterrupted one."""
+    so a run resumed from a checkpoint sees exactly the batches of an uninterrupted one. Every process of a
+    distributed run draws the same order (:class:`ShardedBatchSampler` then shares it out)."""
 
     def __init__(self, data: Sized, seed: int) -> None:
         self.size, self.seed, self.epoch = len(data), seed, 0
@@ -153,14 +154,72 @@ class EpochSampler(Sampler[int]):
         return self.size
 
 
-def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: int | None = None,
-                num_workers: int = 0) -> torch.utils.data.DataLoader:
+def process_world() -> tuple[int, int]:
+    r"""``(rank, world size)`` of this process: from the initialised default process group of a distributed run,
+    else ``(0, 1)``."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class ShardedBatchSampler(BatchSampler):
+    r"""Global mini-batches of :obj:`batch_size` graphs in :obj:`sampler`'s order, each shared out among the
+    :math:`W` processes of a distributed run: process :math:`r` takes graphs :math:`r, r + W, r + 2W, \ldots` of
+    every global batch. So :math:`W` processes step through the same global batches as one process would (the
+    recipe's batch size is the global one), and
+
+    * the shards of an epoch are disjoint and cover the split (no graph is repeated to even them out, unlike
+      :class:`~torch.utils.data.distributed.DistributedSampler`, whose repeats would count twice in a metric);
+    * every process takes the same number of steps, each with at least one graph: a last global batch of fewer
+      than :math:`W` graphs joins the batch before it.
+
+    With one process this is a plain :class:`~torch.utils.data.BatchSampler` (``drop_last=False``). The rank and
+    world size are read when iterating (:func:`process_world`), so the sampler can be built before the processes
+    start (Lightning's DDP launchers). Lightning calls ``set_epoch`` on :attr:`sampler` before every epoch.
+
+    Args:
+        sampler (Sampler): The order of the whole split (the same in every process).
+        batch_size (int): Graphs per global batch (at least the world size).
+        world (tuple, optional): ``(rank, world size)``, instead of :func:`process_world`.
+    """
+
+    def __init__(self, sampler: Sampler[int] | Sized, batch_size: int, world: tuple[int, int] | None = None) -> None:
+        super().__init__(sampler, batch_size, drop_last=False)
+        self.world = world
+
+    def bounds(self, size: int, processes: int) -> list[tuple[int, int]]:
+        r"""``(start, end)`` of each global batch of a split of ``size`` graphs shared by ``processes``."""
+        if processes > 1 and size < processes:
+            raise ValueError(f"a split of {size} graphs cannot give each of {processes} processes a graph; use "
+                             f"fewer processes (--devices) or more graphs (data.subset)")
+        if processes > 1 and self.batch_size < processes:
+            raise ValueError(f"a batch of {self.batch_size} graphs cannot give each of {processes} processes a "
+                             f"graph; the batch size is the global one: make it at least {processes}")
+        starts = list(range(0, size, self.batch_size))
+        if len(starts) > 1 and size - starts[-1] < processes:  # too few graphs to share: join the batch before
+            starts.pop()
+        return list(zip(starts, starts[1:] + [size]))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rank, processes = self.world or process_world()
+        order = list(self.sampler)
+        for start, end in self.bounds(len(order), processes):
+            yield order[start:end][rank::processes]
+
+    def __len__(self) -> int:
+        return len(self.bounds(len(self.sampler), (self.world or process_world())[1]))
+
+
+def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: int | None = None, num_workers: int = 0,
+                pin_memory: bool = False) -> torch.utils.data.DataLoader:
     r"""A :class:`~gea_graph.data.GraphLoader` for our datasets (whole batches gathered from the store), else a PyG
-    :class:`~torch_geometric.loader.DataLoader` (lists, third-party datasets); the same batches either way. Training
-    loaders (``shuffle_seed`` given) use :class:`EpochSampler`."""
+    :class:`~torch_geometric.loader.DataLoader` (lists, third-party datasets); the same batches either way.
+    ``batch_size`` is the global batch: in a distributed run each process loads its share of every batch
+    (:class:`ShardedBatchSampler`). Training loaders (``shuffle_seed`` given) use :class:`EpochSampler`, evaluation
+    loaders the split's order."""
     from gea_graph.data import GraphLoader
 
-    sampler = EpochSampler(dataset, shuffle_seed) if shuffle_seed is not None else None
+    order = EpochSampler(dataset, shuffle_seed) if shuffle_seed is not None else SequentialSampler(dataset)
     cls = GraphLoader if callable(getattr(dataset, "batch", None)) else DataLoader
-    return cls(dataset, batch_size=batch_size, sampler=sampler, shuffle=False, num_workers=num_workers,
-               persistent_workers=num_workers > 0)
+    return cls(dataset, batch_sampler=ShardedBatchSampler(order, batch_size), num_workers=num_workers,
+               pin_memory=pin_memory, persistent_workers=num_workers > 0)

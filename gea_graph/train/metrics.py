@@ -126,6 +126,24 @@ def metric_values(name: str, value: Tensor | dict[str, Tensor]) -> tuple[float, 
 LOSSES = ("l1", "mse", "ce", "wce", "bce", "rank")
 
 
+def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None) -> Tensor:
+    r"""Cross-entropy of ``logits [M, C]`` against class indices ``target [M]``, the mean over rows (weighted by
+    ``weight[target]`` when class weights are given), as :func:`torch.nn.functional.cross_entropy`:
+
+    .. math::
+        \mathcal{L} = -\frac{\sum_i w_{y_i} \log \mathrm{softmax}(\mathbf{z}_i)_{y_i}}{\sum_i w_{y_i}}
+
+    written with a ``gather`` of the log-softmax instead of ``nll_loss``, whose CUDA kernel has no deterministic
+    implementation: under ``torch.use_deterministic_algorithms(True)`` (``trainer.deterministic: true``) it raises,
+    while a gather (and its backward, one entry per row) is deterministic. Scores of ``-inf`` (padded candidates of
+    link ranking) are allowed."""
+    picked = logits.log_softmax(dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    if weight is None:
+        return -picked.mean()
+    w = weight.gather(0, target)
+    return -(w * picked).sum() / w.sum()
+
+
 def class_balanced_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     r"""Cross-entropy with per-batch class weights :math:`w_c = (M - m_c) / M` for the classes present
     (:math:`m_c` targets of class :math:`c` among :math:`M`), 0 for absent ones: rare classes weigh more. This is the
@@ -134,8 +152,8 @@ def class_balanced_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     counts = torch.bincount(target, minlength=logits.size(-1)).to(logits.dtype)
     weight = (target.numel() - counts) / max(target.numel(), 1) * (counts > 0)
     if not bool(weight.any()):  # a single class in the batch: every weight is 0, fall back to plain CE
-        return F.cross_entropy(logits, target)
-    return F.cross_entropy(logits, target, weight=weight)
+        return cross_entropy(logits, target)
+    return cross_entropy(logits, target, weight)
 
 
 def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> tuple[str, str]:
@@ -191,8 +209,8 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     if name == "wce":
         return class_balanced_cross_entropy
     if name == "rank":  # a softmax over the candidates
-        return lambda p, t: F.cross_entropy(p, t.index)
-    return F.cross_entropy
+        return lambda p, t: cross_entropy(p, t.index)
+    return cross_entropy
 
 
 def metric_input(name: str, pred: Tensor, target: Tensor | LinkTargets) -> tuple[Tensor, Tensor | LinkTargets]:

@@ -12,8 +12,11 @@ import torch
 import torchmetrics
 from lightning.pytorch.callbacks import Timer
 from torch import Tensor
+from torch_geometric.data.data import BaseData
 
 from gea_graph.models import build_model, count_parameters
+from gea_graph.models.networks import GraphModel, host_sizes
+from gea_graph.nn.compiling import DynamicCompiled
 from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
 from gea_graph.train.metrics import (
     HIGHER_IS_BETTER,
@@ -69,6 +72,10 @@ def polynomial_with_warmup(warmup: int, total: int, lr: float, end_lr: float,
 
 _MASKED_TASKS = ("graph_regression", "graph_multilabel")
 
+#: Where :meth:`GraphTask.on_before_batch_transfer` keeps a batch's host-side sizes (in the ``Batch`` object's own
+#: ``__dict__``, apart from its data, so that moving the batch keeps them and nothing else sees them).
+_HOST_SIZES = "_gea_host_sizes"
+
 
 def labelled(pred: Tensor, target: Tensor, task: str) -> tuple[Tensor, Tensor]:
     r"""Drops missing (NaN) targets of regression and multi-label tasks, per target, as OGB's examples do
@@ -110,9 +117,13 @@ class GraphTask(L.LightningModule):
         self.task = self.recipe.model.task
         self.val_metric = make_metric(self.metric_name, self.recipe.model)
         self.test_metric = make_metric(self.metric_name, self.recipe.model)
-        self.train_loss = torchmetrics.MeanMetric()
+        # nan_strategy "disable": no NaN check (a host sync per step); a NaN loss shows as a NaN epoch loss
+        self.train_loss = torchmetrics.MeanMetric(nan_strategy="disable")
         self.history: list[dict[str, float]] = []
         self._epoch_start = 0.0
+        # trainer.compile: the compiled model shares the model's parameters (not a submodule: the state dict stays)
+        backend = "inductor" if tr.compile is True else tr.compile
+        self._compiled = DynamicCompiled(self.model, backend=backend) if backend else None
 
     @property
     def higher_is_better(self) -> bool:
@@ -122,7 +133,26 @@ class GraphTask(L.LightningModule):
         return count_parameters(self.model)
 
     def forward(self, batch) -> Tensor:
-        return self.model(batch)
+        r"""The model's predictions for ``batch``, given the sizes that :meth:`on_before_batch_transfer` read on the
+        host (so the model makes no host sync), compiled when ``trainer.compile`` is on."""
+        sizes = batch.__dict__.pop(_HOST_SIZES, {})
+        if self._compiled is not None:  # the per-graph counts would be guarded on: the compiled model plans padded
+            return self._compiled(batch, **{k: v for k, v in sizes.items() if k == "max_num_nodes"})
+        return self.model(batch, **sizes)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        # The batch is still where the loader made it (the CPU): its sizes are read here, not on the device.
+        ptr = getattr(batch, "ptr", None)
+        if isinstance(self.model, GraphModel) and ptr is not None and ptr.device.type == "cpu":
+            batch.__dict__[_HOST_SIZES] = host_sizes(batch)
+        return batch
+
+    def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
+        # non_blocking: a batch from pinned memory (the loaders pin on a GPU) is copied while the host goes on;
+        # Lightning's default moves a PyG batch with blocking copies
+        if isinstance(batch, BaseData):
+            return batch.to(device, non_blocking=True)
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     # -- training -------------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
@@ -133,21 +163,23 @@ class GraphTask(L.LightningModule):
         torch.manual_seed((self.seed * 1_000_003 + self.global_step) * 64 + self.global_rank)
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        pred, target = labelled(*prepare(self.model(batch), batch, self.task), self.task)
+        pred, target = labelled(*prepare(self(batch), batch, self.task), self.task)
         # a batch without any labelled target contributes 0 (not NaN) and keeps the graph connected
         loss = self.loss(pred, target) if target_count(target) else pred.sum() * 0.0
         aux = self.model.aux_loss()
         total = loss + aux
         size = batch.num_graphs
         self.train_loss.update(loss.detach().float(), weight=size)
-        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        # Not on the progress bar: Lightning turns progress-bar values into Python floats at every step (a host
+        # sync per step on a GPU); logged values are read only every log_every_n_steps. The bar shows val/test.
+        self.log("train/loss", loss, batch_size=size)
         if aux.requires_grad:  # the model has an auxiliary loss (AGF) and it is on
             self.log("train/aux_loss", aux, batch_size=size)
         return total
 
     # -- evaluation -----------------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
-        pred, target = prepare(self.model(batch), batch, self.task)
+        pred, target = prepare(self(batch), batch, self.task)
         if self.metric_name == "ap":  # missing labels -> ignore_index of the multi-label AP (per label, as OGB)
             target = target.nan_to_num(-1.0) if target.is_floating_point() else target
         else:
@@ -159,8 +191,11 @@ class GraphTask(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         val, val_more = metric_values(self.metric_name, self.val_metric.compute())
+        # Under DDP, compute() gathers from every process: all of them must call it, or none (a process whose test
+        # shard had no labelled target must still join the others).
+        any_test = self.trainer.strategy.reduce_boolean_decision(bool(self.test_metric.update_count), all=False)
         test, test_more = (metric_values(self.metric_name, self.test_metric.compute())
-                           if self.test_metric.update_count else (float("nan"), dict.fromkeys(val_more, float("nan"))))
+                           if any_test else (float("nan"), dict.fromkeys(val_more, float("nan"))))
         self.val_metric.reset()
         self.test_metric.reset()
         if self.trainer.sanity_checking:
@@ -173,7 +208,8 @@ class GraphTask(L.LightningModule):
                # further values of a metric that computes several (PCQM-Contact: Hits@k, filtered MRR)
                **{f"val_{k}": v for k, v in val_more.items()}, **{f"test_{k}": v for k, v in test_more.items()}}
         self.history.append(row)
-        self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True)
+        # the values are already the same in every process (torchmetrics gathered them): max keeps them exact
+        self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True, sync_dist=True, reduce_fx="max")
 
     def best(self) -> dict[str, float] | None:
         r"""The history row with the best validation metric (first on ties), or ``None`` before any epoch."""

@@ -19,6 +19,7 @@ from typing import Any, Union
 
 import yaml
 
+from gea_graph import checks
 from gea_graph.models import ModelConfig
 
 RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
@@ -34,16 +35,61 @@ class RecipeError(ValueError):
     r"""A recipe file or override that cannot be used as it is (the message names the key and the file)."""
 
 
-def _at_least(where: str, value: float | None, low: float, strict: bool = False) -> None:
-    if value is None:
+#: The range of every numeric recipe key (``(low, high)`` inclusive; with ``"open"``: exclusive; ``"fraction"``:
+#: [0, 1)), checked when a recipe is read (:func:`check_ranges`); list values are checked item by item, ``None``
+#: (where allowed) is not checked. ``tests/train/test_recipe_values.py`` keeps every numeric key of the sections
+#: in this table.
+RANGES: dict[str, tuple[float, float] | tuple[float, float, str] | str] = {
+    "data.subset": (1, checks.MAX_COUNT), "data.split_seed": (0, checks.MAX_SEED),
+    "optim.lr": (0, 10, "open"), "optim.weight_decay": (0, 10), "optim.betas": "fraction",
+    "optim.eps": (0, 1, "open"), "optim.warmup_epochs": (0, 10 ** 6), "optim.warmup_steps": (0, 10 ** 9),
+    "optim.end_lr": (0, 10), "optim.power": (0, 100, "open"), "optim.factor": (0, 1, "open"),
+    "optim.patience": (0, 10 ** 6), "optim.min_lr": (0, 10), "optim.clip": (0, 10 ** 6, "open"),
+    "trainer.max_epochs": (1, 10 ** 6), "trainer.batch_size": (1, 2 ** 20), "trainer.eval_batch_size": (1, 2 ** 20),
+    "trainer.seeds": (0, checks.MAX_SEED), "trainer.max_time": (0, 10 ** 6, "open"),
+    "trainer.num_workers": (0, 1024), "trainer.log_every_n_steps": (1, 10 ** 9),
+    "model.out_channels": (1, 2 ** 20), "model.hidden": (1, 2 ** 16), "model.layers": (1, 1000),
+    "model.node_in": (1, 2 ** 20), "model.node_vocab": (0, 2 ** 24), "model.edge_in": (0, 2 ** 20),
+    "model.edge_vocab": (0, 2 ** 24), "model.heads": (1, 1024), "model.gea_heads": (1, 1024),
+    "model.units": (1, 2 ** 16), "model.dropout": "fraction", "model.attn_dropout": "fraction",
+    "model.head_layers": (1, 100), "model.head_dropout": "fraction", "model.aux_weight": (0, 10 ** 6),
+    "model.pe.size": (1, 256), "model.pe.dim": (1, 2 ** 16), "model.pe.layers": (1, 100),
+    "model.graphormer.max_degree": (1, 2 ** 16), "model.graphormer.max_distance": (1, 254),
+    "model.graphormer.max_hops": (0, 254), "model.graphormer.ffn_channels": (1, 2 ** 20),
+    "model.graphormer.gfsa_k": (1, 100),
+    "paper.value": (-10 ** 12, 10 ** 12), "paper.std": (0, 10 ** 12), "paper.params": (1, 10 ** 12),
+    "paper.params_rtol": (0, 1),
+}
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def check_ranges(recipe: Recipe) -> None:
+    r"""Checks every key of :data:`RANGES` that the recipe sets (raises :class:`~gea_graph.checks.BadValue` naming
+    the key, the value and its range). :func:`build_dataclass` checks each section's keys before the section is
+    built, so that a range is reported before any check that combines keys."""
+    for key in RANGES:
+        check_range(key, _get(recipe, key))
+
+
+def check_range(key: str, value: Any) -> None:
+    r"""Checks :obj:`value` (a list: each item) against ``RANGES[key]``; ``None`` and keys without a range pass."""
+    spec = RANGES.get(key)
+    if spec is None:
         return
-    if value < low or (strict and value == low):
-        raise ValueError(f"{where}: {value!r} is not allowed; it must be {'>' if strict else '>='} {low}")
-
-
-def _fraction(where: str, value: float) -> None:
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"{where}: {value!r} is not allowed; it must be in [0, 1)")
+    for item in value if isinstance(value, list) else [] if value is None else [value]:
+        if spec == "fraction":
+            checks.fraction(item, key)
+        elif isinstance(item, int) and not isinstance(item, bool) and len(spec) == 2:
+            checks.integer(item, key, spec[0], spec[1])
+        else:
+            checks.number(item, key, spec[0], spec[1], strict_low=len(spec) == 3, strict_high=len(spec) == 3)
 
 
 def pe_items(spec: str | None) -> dict[str, int]:
@@ -91,11 +137,13 @@ class DataConfig:
     split_seed: int = 0
 
     def __post_init__(self) -> None:
+        for key in ("name", "csv", "cls", "root"):  # "" would be the working directory
+            if getattr(self, key) is not None:
+                checks.text(getattr(self, key), f"data.{key}")
         given = [k for k in ("name", "csv", "cls") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("data: give exactly one of 'name', 'csv' or 'cls'"
                              + (f" (got {', '.join(given)})" if given else ""))
-        _at_least("data.subset", self.subset, 1)
         if self.name is not None:
             from gea_graph.data import DATASETS
 
@@ -176,20 +224,8 @@ class OptimConfig:
         if self.horizon == "time" and (self.schedule != "cosine" or self.warmup_epochs):
             raise ValueError("optim.horizon: time is a cosine without warm-up (schedule: cosine, warmup_epochs: 0); "
                              f"got schedule {self.schedule!r}, warmup_epochs {self.warmup_epochs}")
-        if self.schedule == "plateau" and not 0.0 < self.factor < 1.0:
-            raise ValueError(f"optim.factor: {self.factor!r} must lie in (0, 1) for the plateau schedule")
-        _at_least("optim.lr", self.lr, 0.0, strict=True)
-        _at_least("optim.weight_decay", self.weight_decay, 0.0)
-        _at_least("optim.eps", self.eps, 0.0, strict=True)
         if len(self.betas) != 2:
             raise ValueError(f"optim.betas: {self.betas!r} is not allowed; it must be two numbers in [0, 1)")
-        for beta in self.betas:
-            _fraction("optim.betas", beta)
-        _at_least("optim.warmup_epochs", self.warmup_epochs, 0)
-        _at_least("optim.warmup_steps", self.warmup_steps, 0)
-        _at_least("optim.end_lr", self.end_lr, 0.0)
-        _at_least("optim.power", self.power, 0.0, strict=True)
-        _at_least("optim.clip", self.clip, 0.0, strict=True)
 
 
 @dataclass
@@ -198,19 +234,29 @@ class TrainerConfig:
 
     Args:
         max_epochs: Epochs.
-        batch_size: Training batch size (per process).
-        eval_batch_size: Validation/test batch size (``None``: :obj:`batch_size`).
+        batch_size: Training batch size: the global batch, shared out among the processes of a multi-device run
+            (it must be a multiple of their number).
+        eval_batch_size: Validation/test batch size (``None``: :obj:`batch_size`; also global).
         seeds: Seeds of a benchmark (``gea-graph train`` uses the first unless ``--seed`` is given).
-        precision: Lightning precision (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``) or ``"auto"``
-            (bf16-mixed on a GPU that supports it, else 32-true).
+        precision: Lightning precision (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``) or ``"auto"``: float32 on
+            every device (with TF32 matrix products on a GPU); bf16 or fp16 is opt-in.
+        deterministic: Deterministic algorithms only (``torch.use_deterministic_algorithms``): a resumed or repeated
+            GPU run then gives the same numbers (without it, GPU runs are statistically equivalent: float atomics in
+            scatter sums vary from run to run). Slower on a GPU; CPU runs are deterministic either way.
         max_time: Wall-clock cap of a run in minutes (``None``: none).
-        num_workers: Data-loader workers.
+        num_workers: Data-loader workers per loader (``None``: 2 on a GPU, 0 on a CPU; see
+            :func:`gea_graph.train.run.default_workers`).
         loss: ``"auto"`` (by task: L1 for regression, cross-entropy for classes, BCE for multi-label, a softmax over
             candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"wce"`` (class-balanced cross-entropy,
             LRGB's VOC/COCO setting), ``"bce"``.
         metric: ``"auto"`` (by task: MAE, accuracy, AP, macro-F1 for node classification, MRR) or one of
             ``"mae"``, ``"accuracy"``, ``"ap"``, ``"f1"``, ``"mrr"``.
         log_every_n_steps: Lightning's logging interval.
+        compile: Train the model compiled (:class:`~gea_graph.nn.compiling.DynamicCompiled`: ``torch.compile`` with
+            dynamic shapes and no graph break, one compiled graph for every batch, a one-graph batch included; the
+            size-grouped attentions then run on the padded batch): ``true`` (the ``inductor`` backend) or the name of
+            a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). The same function as
+            in eager mode.
     """
 
     max_epochs: int = 100
@@ -218,21 +264,32 @@ class TrainerConfig:
     eval_batch_size: int | None = None
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     precision: str = "auto"
+    deterministic: bool = False
     max_time: float | None = None
-    num_workers: int = 0
+    num_workers: int | None = None
     loss: str = "auto"
     metric: str = "auto"
     log_every_n_steps: int = 50
+    compile: bool | str = False
 
     def __post_init__(self) -> None:
-        for key in ("max_epochs", "batch_size", "eval_batch_size", "log_every_n_steps"):
-            _at_least(f"trainer.{key}", getattr(self, key), 1)
-        _at_least("trainer.num_workers", self.num_workers, 0)
-        _at_least("trainer.max_time", self.max_time, 0.0, strict=True)
+        if isinstance(self.compile, str):
+            import torch._dynamo
+
+            backends = torch._dynamo.list_backends(exclude_tags=())
+            if self.compile not in backends:
+                raise ValueError(f"trainer.compile: {self.compile!r} is not a torch.compile backend; give true, false "
+                                 f"or one of {', '.join(backends)}")
+        elif type(self.compile) is not bool:
+            raise ValueError(f"trainer.compile: {self.compile!r} must be true, false or a torch.compile backend name")
         if not self.seeds:
             raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
         if self.precision not in PRECISIONS:
             raise ValueError(f"trainer.precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        from gea_graph.train.metrics import HIGHER_IS_BETTER, LOSSES
+
+        checks.choice(self.loss, "trainer.loss", ("auto", *LOSSES))
+        checks.choice(self.metric, "trainer.metric", ("auto", *HIGHER_IS_BETTER))
 
 
 @dataclass
@@ -274,11 +331,11 @@ class Recipe:
     def __post_init__(self) -> None:
         # Checks of model values whose layers would fail with an opaque error (ZeroDivisionError for heads=0, a
         # BatchNorm size mismatch for a PE the data does not provide); kept here, where the recipe is read.
+        if self.name:
+            checks.name(self.name, "name")
+        check_ranges(self)
         m = self.model
-        for key in ("hidden", "layers", "out_channels", "heads", "gea_heads", "head_layers", "units"):
-            _at_least(f"model.{key}", getattr(m, key, None), 1)
-        for key in ("dropout", "attn_dropout", "head_dropout"):
-            _fraction(f"model.{key}", getattr(m, key))
+        _check_model_names(m)
         data_pe = pe_items(self.data.pe)
         if m.pe is not None and data_pe.get(m.pe.kind) != m.pe.size:
             have = f"data.pe is {self.data.pe!r}" if self.data.pe else "data.pe is not set"
@@ -290,6 +347,28 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
         return dataclasses.asdict(self)
+
+
+def _check_model_names(model: ModelConfig) -> None:
+    # names the layers resolve only when the model is built (after the data): checked here, where the recipe is read
+    from torch_geometric.nn.resolver import activation_resolver
+
+    from gea_graph.nn.geanet import resolve_norm
+
+    checks.choice(model.norm_scope, "model.norm_scope", ("graph", "batch"))
+    if model.pe is not None:
+        checks.choice(model.pe.kind, "model.pe.kind", ("lap", "rw"))
+        checks.choice(model.pe.encoder, "model.pe.encoder", ("linear", "deepset"))
+    try:
+        activation_resolver(model.act)
+    except (ValueError, TypeError):
+        raise checks.bad("model.act", model.act, "an activation such as relu, gelu, silu", why="is not known") \
+            from None
+    try:
+        resolve_norm(model.norm, 8)
+    except (ValueError, TypeError, KeyError):
+        raise checks.bad("model.norm", model.norm, "batch_norm, layer_norm, graph_layer_norm, none, or a PyG "
+                         "normalisation such as graph_norm", why="is not known") from None
 
 
 def _check_graphormer_data(pe: str | None, model: ModelConfig) -> None:
@@ -364,12 +443,37 @@ def available_recipes() -> list[str]:
 # -- parsing --------------------------------------------------------------------------------------------------------
 
 
+class RecipeLoader(yaml.SafeLoader):
+    r"""YAML for recipes: :class:`yaml.SafeLoader` that refuses anchors and aliases (``&a`` / ``*a``: nine nested
+    aliases in a 1.5 KB file expand to gigabytes) and every tag (``!!python/...``, ``!!binary``, ``!custom``); a
+    recipe is plain mappings, lists and scalars."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in a "
+                                              "recipe; write the values out", event.start_mark)
+        if getattr(event, "tag", None) is not None:
+            raise yaml.composer.ComposerError(None, None, f"the tag {event.tag!r} is not allowed in a recipe; give "
+                                              "plain values", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    r"""The plain data of a recipe's YAML text (:class:`RecipeLoader`); :class:`RecipeError` naming :obj:`source`
+    and the line when it is not valid or uses anchors, aliases or tags."""
+    try:
+        return yaml.load(text, Loader=RecipeLoader)
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{source}: not a valid recipe: {' '.join(str(err).split())}") from None
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     r"""``"model.hidden=64"`` -> ``(["model", "hidden"], 64)`` (the value parsed as YAML)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise RecipeError(f"override {text!r} is not of the form section.key=value")
-    return key.strip().split("."), yaml.safe_load(value) if value.strip() else None
+    return key.strip().split("."), load_yaml(value, f"override {text!r}") if value.strip() else None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -443,6 +547,8 @@ def build_dataclass(cls: type, raw: Any, where: str, source: str) -> Any:
         raise RecipeError(f"{source}: missing required key '{prefix}{missing[0]}'")
     values = {k: _convert(hints[k], v, f"{prefix}{k}", source) for k, v in raw.items()}
     try:
+        for key, value in values.items():
+            check_range(f"{prefix}{key}", value)
         return cls(**values)
     except (TypeError, ValueError) as err:
         raise RecipeError(f"{source}: {err}") from None
@@ -459,21 +565,24 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
     r"""Reads a recipe by name or path and applies dotted overrides."""
     path = resolve_recipe(spec)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise RecipeError(f"{path}: not valid YAML: {err}") from None
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise RecipeError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    raw = load_yaml(text, str(path)) or {}
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of sections")
     apply_overrides(raw, overrides)
     recipe = recipe_from_dict(raw, str(path), path.stem)
     if not recipe.name:
-        recipe.name = path.stem
+        try:
+            recipe.name = checks.name(path.stem, "name")
+        except checks.BadValue as err:
+            raise RecipeError(f"{path}: {err} (taken from the file name; give the recipe a name: key)") from None
     return recipe
 
 
 def dump_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
     r"""Writes the resolved recipe as YAML (atomically)."""
-    from gea_graph.data.files import exclusive_temporary
+    from gea_graph.data.files import write_text
 
-    with exclusive_temporary(path) as tmp:
-        Path(tmp).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+    write_text(path, yaml.safe_dump(recipe.to_dict(), sort_keys=False))

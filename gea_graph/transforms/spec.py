@@ -26,6 +26,10 @@ _KINDS = {
     "rw": lambda n: RWPE(n),
     "spd": _spd,
 }
+#: Largest size N of each kind: LapPE keeps N eigenpairs per node and RWPE N walk steps (far beyond what the papers
+#: use, 8 to 20, while bounding the memory of a build), a distance cap must fit the store's uint8 distances.
+MAX_SIZE = {"lap": 256, "rw": 256, "spd": 254}
+_SIZE_MEANS = {"lap": "eigenpairs per node", "rw": "random-walk steps", "spd": "the largest distance kept"}
 # Options of a kind (``KIND:N:key=value``) and their allowed values (``int``: a non-negative integer).
 _OPTIONS = {
     "lap": {"norm": ("sym", "none"), "trivial": ("drop", "keep"), "pad": ("zero", "nan")},
@@ -72,7 +76,14 @@ def parse_pe(spec: str | None) -> Callable | None:
         if kind not in _KINDS or not size.isdigit():
             raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: expected KIND:N with KIND one of "
                              f"{sorted(_KINDS)} and N a positive integer, e.g. 'lap:8,rw:20'")
-        transforms.append(_KINDS[kind](int(size), **_options(kind, texts, item.strip())))
+        if not 1 <= int(size) <= MAX_SIZE[kind]:
+            raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: N must be in 1..{MAX_SIZE[kind]} "
+                             f"for {kind} ({_SIZE_MEANS[kind]})")
+        options = _options(kind, texts, item.strip())
+        if kind == "spd" and int(options.get("paths", 0)) > MAX_SIZE["spd"]:
+            raise ValueError(f"bad positional-encoding item {item!r} in {spec!r}: paths must be in "
+                             f"0..{MAX_SIZE['spd']}")
+        transforms.append(_KINDS[kind](int(size), **options))
     return transforms[0] if len(transforms) == 1 else Compose(transforms)
 
 

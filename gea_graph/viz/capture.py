@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch
 
 from gea_graph.models.introspect import find_layers
-from gea_graph.nn.attention import DenseAttentionBase
+from gea_graph.nn.attention import AttentionPlan, DenseAttentionBase
 from gea_graph.nn.external_attention import ExternalAttention
 
 KINDS = ("external", "self")
@@ -97,10 +97,10 @@ def capture_attention(
             f"layer {index + 1} holds {len(modules)} {kind} attention modules; expected one"
         )
     module = modules[0]
-    masks: list[Tensor] = []  # the dense batch's mask, argument 1 of a DenseAttentionBase
+    masks: list[Tensor] = []  # the dense batch's mask: argument 1 of a DenseAttentionBase, or its plan's dense layout
     handle = (
         module.register_forward_pre_hook(
-            lambda _m, args, kwargs: masks.append(args[1] if len(args) > 1 else kwargs["mask"]),
+            lambda _m, args, kwargs: masks.append(_dense_mask(args[1] if len(args) > 1 else kwargs["mask"])),
             with_kwargs=True,
         )
         if kind == "self"
@@ -124,6 +124,11 @@ def capture_attention(
     if kind == "self":
         return _split_self(module.attention, masks[0], batch)
     return _split_external(module.attention, batch)
+
+
+def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
+    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
+    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg
 
 
 def _split_self(attn: Tensor, mask: Tensor, batch: Batch) -> list[Tensor]:

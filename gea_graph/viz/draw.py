@@ -25,6 +25,8 @@ from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 from rdkit.Geometry import Point2D
 
+from gea_graph.data.files import ensure_folder, write_bytes, write_text
+
 MolLike = str | Chem.Mol
 ImageFormat = Literal["png", "svg"]
 
@@ -132,11 +134,11 @@ class MolPicture:
             raise ValueError(
                 f"picture is {self.fmt.upper()} but the path {str(path)!r} ends in {path.suffix!r}"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_folder(path.parent)
         if isinstance(self.image, bytes):
-            path.write_bytes(self.image)
+            write_bytes(path, self.image)
         else:
-            path.write_text(self.image)
+            write_text(path, self.image)
         return path
 
     def _repr_png_(self) -> bytes | None:

@@ -118,7 +118,7 @@ def test_jobs_2_runs_two_processes_at_once(tmp_path, monkeypatch):
     out = tmp_path / "bench"
     dirs = {0: out / "fake" / "seed0", 1: out / "fake" / "seed1"}
 
-    def command(run, overrides, max_time, trainer_args):
+    def command(run, overrides, max_time, trainer_args, stop_after=None):
         assert trainer_args[-2:] == ["--threads", "1"] and max_time == 0.5
         return [sys.executable, "-c", WAIT_FOR_OTHER, str(run.run_dir), str(dirs[1 - run.seed])]
 
@@ -156,9 +156,9 @@ def test_jobs_2_gives_the_results_of_one_run_at_a_time(tmp_path):
 
 def test_bad_jobs_and_threads_are_refused(tmp_path):
     recipe = _recipe(tmp_path, "fake")
-    with pytest.raises(ValueError, match="jobs must be at least 1 \\(got 0\\)"):
+    with pytest.raises(ValueError, match="jobs: 0 is not allowed; it must be an integer in \\[1, "):
         runner.run_bench([str(recipe)], tmp_path, jobs=0)
-    with pytest.raises(ValueError, match="threads must be at least 1 \\(got 0\\)"):
+    with pytest.raises(ValueError, match="threads: 0 is not allowed; it must be an integer in \\[1, "):
         runner.run_bench([str(recipe)], tmp_path, threads=0)
 
 
@@ -213,7 +213,7 @@ def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], comman
             (run.run_dir / "recipe.yaml").write_text(yaml.safe_dump({"description": f"{name} recipe"}))
             runs.append(run)
     runner.write_reports(runs, out)
-    info = runner.bench_info(out, command, 2, 1, 10.0, [])
+    info = runner.bench_info(runner.read_bench_json(out), command, 2, 1, 10.0, [])
     info["machine"]["gpu"] = gpu
     info["invocations"].append({"start": "2026-11-23 20:00 UTC", "end": "2026-11-23 22:30 UTC",
                                 "load_average": [2.1, 2.3]})
@@ -255,6 +255,20 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     queue = text.split("## GPU reproduction queue")[1].split("## GPU reproductions")[0]
     assert queue.index("gcn-geanet-peptides-func") < queue.index("geaet-zinc") < queue.index("graphormer-gfsa-zinc")
     assert "about 7 minutes a seed" in queue and "AP 0.6912 ± 0.0012" in queue
+
+
+def test_the_committed_bench_folders_give_the_committed_page(tmp_path):
+    # docs/results.md regenerated from docs/results/runs/ (bench.json files older than per-run records) gives the
+    # same tables, line for line; the page says that those folders record their settings once per bench.
+    command = next(line for line in (ROOT / "docs" / "results.md").read_text().splitlines()
+                   if line.startswith("python scripts/make_results.py "))
+    folders = [ROOT / word for word in command.split()[2:]]
+    page = tmp_path / "docs" / "results.md"
+    assert _make_results().main([*map(str, folders), "--out", str(page)]) == 0
+    tables = [[line for line in text.splitlines() if line.startswith("|")]
+              for text in (page.read_text(), (ROOT / "docs" / "results.md").read_text())]
+    assert tables[0] == tables[1] and len(tables[0]) > 30
+    assert page.read_text().count("this bench.json predates per-run records") == len(folders) == 3
 
 
 def test_committed_results_page_has_the_scripts_structure():

@@ -17,7 +17,7 @@ from gea_graph.cli import build_parser
 
 # Every group except the dataset build (all 12k ZINC molecules by design) and the training
 # throughput (trains on that build): both are covered by `gea-graph perf --quick`.
-SMOKE_GROUPS = ["external", "gps", "geaet", "graphormer", "agf", "spd"]
+SMOKE_GROUPS = ["external", "gps", "attention", "geaet", "graphormer", "agf", "spd"]
 
 
 def _few_random_graphs(dataset: str, count: int) -> tuple:
@@ -48,7 +48,8 @@ def test_compile_group_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = run_suite(Settings.tiny(), None, only=["compile"], log=lambda _: None)
     names = [row.name for row in rows]
     assert names == ["GEAET layer compiled vs eager [ZINC]", "GEAET layer compiled vs eager [ZINC] · peak memory",
-                     "ZINC GEAET model compiled vs eager", "ZINC GEAET model compiled vs eager · peak memory"]
+                     "ZINC GEAET model compiled vs eager", "ZINC GEAET model compiled vs eager · peak memory",
+                     "ZINC GEAET training step compiled vs eager"]
     assert all(row.ours is not None and row.reference is not None for row in rows), [r.note for r in rows]
 
 
@@ -104,6 +105,22 @@ def test_throughput_reference_is_the_pyg_gps_peer(ogb: bool) -> None:
     assert isinstance(trainer.model, PyGGPS)
     trainer.run(2)
     assert trainer.graphs == 4
+    # both sides of the row are timed alike: single steps, alternating (order flipped after every pair)
+    from gea_graph.bench.perf.throughput import alternate
+
+    other = reference_trainer(DataLoader(graphs, batch_size=2), torch.device("cpu"))
+    order: list[str] = []
+    def recording(run, name):
+        def wrapped(steps, timed=True):
+            order.append(name)
+            return run(steps, timed)
+        return wrapped
+
+    for name, t in (("a", trainer), ("b", other)):
+        t.run = recording(t.run, name)
+    alternate(trainer, other, 3, warmup=1)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert trainer.graphs == 4 + 3 * 2 and other.graphs == 3 * 2
 
 
 def test_scale_group_rows(mirror: Path) -> None:
@@ -153,3 +170,61 @@ def test_predict_rows_compare_the_ogb_pyg_path_on_the_same_model(mirror: Path,
     ours = trained.predict(smiles).values
     reference = perf_predict.reference_predict(trained.model, smiles, 16, 7)
     np.testing.assert_allclose(ours, reference, rtol=1e-3, atol=1e-3)
+
+
+def test_cuda_timings_synchronise_around_the_timed_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A GPU runs asynchronously: a timed region must wait for the work queued before it and inside it, in every row
+    # (the layer and compile rows through `timed`, the throughput and training-step rows through StepTimer).
+    from gea_graph.bench.perf.core import timed
+    from gea_graph.bench.perf.throughput import StepTimer
+
+    events: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    timed(lambda: events.append("work"), torch.device("cuda"))
+    assert events == ["sync", "work", "sync"]
+    events.clear()
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    timer = StepTimer(model, lambda m, b: m(b).sum(), optimizer, [], torch.device("cpu"))
+    timer.device = torch.device("cuda")
+    monkeypatch.setattr(timer, "_step", lambda: events.append("step") or 1)
+    timer.run(2)
+    assert events == ["sync", "step", "step", "sync"] and timer.graphs == 2
+
+
+def test_geanet_step_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite's GCN+GEANet and GCN recipes, one training step each on the same (here random) batch with LapPE-10.
+    def graphs(dataset: str, count: int) -> tuple:
+        out, note = _few_random_graphs(dataset, count)
+        for g in out:  # within every OGB feature's vocabulary (each has at least 2 values)
+            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
+        return out, note
+
+    monkeypatch.setattr(perf_data, "real_graphs", graphs)
+    rows = run_suite(Settings.tiny(), None, only=["geanet"], log=lambda _: None)
+    assert [r.name for r in rows] == ["MPNN+GEANet step [Peptides-func, batch 128]"]
+    row = rows[0]
+    assert row.ours > 0 and row.reference > 0 and row.ratio is not None and str(row.target) == "≤ 1.4"
+    assert "gcn-geanet-peptides-func-cpu vs gcn-peptides-func-cpu" in row.note
+
+
+def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> None:
+    import yaml
+
+    from gea_graph.bench.perf.training import suite_recipes, training_rss_rows
+
+    assert suite_recipes() == ("gcn-peptides-func-cpu", "gcn-geanet-peptides-func-cpu", "geaet-peptides-func-cpu")
+    recipe = {"data": {"cls": "torch_geometric.datasets.FakeDataset",
+                       "options": {"num_graphs": 40, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2,
+                                   "num_classes": 3}},
+              "model": {"family": "geaet", "task": "graph_classification", "out_channels": 3, "hidden": 8,
+                        "layers": 1, "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2},
+              "optim": {"lr": 0.01, "schedule": "constant"},
+              "trainer": {"max_epochs": 5, "batch_size": 2, "seeds": [0]}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    rows = training_rss_rows(Settings.tiny(), recipes=[str(path)])
+    assert [r.name for r in rows] == ["Peptides-func training run · peak RSS"]
+    row = rows[0]
+    assert row.unit == "MiB" and 50 < row.ours < 3072 and row.reference is None and row.met
+    assert "6 steps each" in row.note and "tiny " in row.note

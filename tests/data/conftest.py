@@ -1,4 +1,4 @@
-"""Real datasets built once per test session and shared by the xdist workers (``build_once``, tests/conftest.py)."""
+"""Fixtures of the data tests (the real datasets shared by all tests are in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,6 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import pytest
-
-
-@pytest.fixture(scope="session")
-def zinc(mirror, build_once) -> dict:
-    """The real ZINC-12k (default, Benchmarking-GNNs features) with LapPE-8 and RWPE-20, per split."""
-    from gea_graph.data import ZINC
-
-    return build_once("zinc", lambda root: {s: ZINC(root, s, pe="lap:8,rw:20") for s in ("train", "val", "test")})
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def test_data_prepare_prints_a_summary(capsys, data_root):
 
 def test_data_prepare_rejects_unknown_names(capsys, data_root):
     assert main(["data", "prepare", "nope", "--root", str(data_root)]) == 2
-    assert "unknown dataset" in capsys.readouterr().err
+    assert "argument name: 'nope' is not known" in capsys.readouterr().err
     # bad input ends in one line and exit code 2 (the traceback only with --debug)
     assert main(["data", "prepare", "tree-r2", "--pe", "bad", "--root", str(data_root)]) == 2
     assert "KIND:N" in capsys.readouterr().err

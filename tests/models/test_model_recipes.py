@@ -4,68 +4,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
 from gea_graph.models import ModelConfig, build_model, count_parameters
 from gea_graph.models.encoders import SUPERPIXEL_STATS
+from gea_graph.models.synthetic import synthetic_batch as models_synthetic_batch
 from gea_graph.train import GraphTask, load_recipe
 from gea_graph.train.metrics import prepare
 from gea_graph.train.recipe import RecipeError
-from gea_graph.transforms import parse_pe
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "models").glob("*.yaml"))
 
 
-def _cols(dims, n, gen):
-    return torch.stack([torch.randint(0, d, (n,), generator=gen) for d in dims], dim=1)
-
-
-def synthetic_graph(cfg: ModelConfig, num_nodes: int, gen: torch.Generator) -> Data:
-    """A random graph with the fields the data schema gives ``cfg``'s dataset."""
-    n = num_nodes
-    src = torch.arange(1, n)
-    dst = torch.randint(0, n, (n - 1,), generator=gen) % torch.arange(1, n)  # a random tree
-    edge_index = torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], dim=1)
-    if cfg.node_encoder == "atom":
-        x = _cols(get_atom_feature_dims(), n, gen)
-    elif cfg.node_encoder == "embedding":
-        x = torch.randint(0, cfg.node_vocab, (n, cfg.node_in), generator=gen)
-    else:
-        x = torch.randn(n, cfg.node_in, generator=gen)
-    data = Data(x=x, edge_index=edge_index, num_nodes=n)
-    E = edge_index.size(1)
-    if cfg.edge_encoder == "bond":
-        data.edge_attr = _cols(get_bond_feature_dims(), E, gen)
-    elif cfg.edge_encoder == "embedding":
-        data.edge_attr = torch.randint(0, cfg.edge_vocab, (E, cfg.edge_in), generator=gen)
-    elif cfg.edge_encoder in ("linear", "voc", "coco"):
-        data.edge_attr = torch.randn(E, cfg.edge_in, generator=gen)
-    T = cfg.out_channels
-    if cfg.task == "graph_regression":
-        data.y = torch.randn(1, T, generator=gen)
-    elif cfg.task == "graph_multilabel":
-        data.y = torch.randint(0, 2, (1, T), generator=gen).float()
-    elif cfg.task in ("graph_classification", "target_node"):
-        data.y = torch.randint(0, T, (1,), generator=gen)
-    elif cfg.task == "node_classification":
-        data.y = torch.randint(0, T, (n,), generator=gen)
-    if cfg.task == "target_node":
-        data.target_mask = torch.zeros(n, dtype=torch.bool)
-        data.target_mask[0] = True
-    if cfg.task == "link_ranking":
-        data.edge_label_index = torch.randint(0, n, (2, 4), generator=gen)
-        data.edge_label = torch.tensor([1, 1, 0, 0])
-    return data
-
-
 def synthetic_batch(recipe, sizes=(5, 9, 7)) -> Batch:
-    gen = torch.Generator().manual_seed(0)
-    graphs = [synthetic_graph(recipe.model, n, gen) for n in sizes]
-    pe = parse_pe(recipe.data.pe)
-    if pe is not None:
-        graphs = [pe(g) for g in graphs]
-    return Batch.from_data_list(graphs)
+    """Three random graphs in the data schema of ``recipe`` (its model's inputs and task, its data's PE)."""
+    return models_synthetic_batch(recipe.model, recipe.data.pe, sizes)
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -83,6 +36,10 @@ def test_recipe_builds_and_trains_one_step(name):
     loss = task.loss(pred, target) + task.model.aux_loss()
     assert torch.isfinite(loss)
     loss.backward()
+    # Every trainable parameter gets a gradient in one step, so DDP needs no search for unused parameters; the
+    # parameters no prediction depends on are frozen instead (and still counted, as the authors count them).
+    unused = [n for n, p in task.named_parameters() if p.requires_grad and p.grad is None]
+    assert not unused, f"{name}: trainable parameters without a gradient: {unused}"
     opt.step()
     for key, value in batch.to_dict().items():
         if isinstance(value, torch.Tensor):
@@ -112,6 +69,17 @@ def test_paper_parameter_count(name):
 
 
 def test_peptides_struct_count_is_exact():
+    assert count_parameters(build_model(load_recipe("geaet-peptides-struct").model)) == 463_211
+
+
+def test_parameters_no_prediction_reads_are_frozen_and_counted():
+    # The last GatedGCN layer's edge norm (its edge output is read by nobody) and an edge encoder that no layer reads
+    # (GCN on Peptides) take no part in training; they are kept and counted as in the authors' parameter counts.
+    frozen = {name: [n for n, p in build_model(load_recipe(name).model).named_parameters() if not p.requires_grad]
+              for name in ("geaet-zinc", "geaet-peptides-struct", "graphormer-agf-zinc-cpu", "gps-zinc-cpu")}
+    assert frozen["geaet-zinc"] == ["layers.7.mpnn.bn_edge.weight", "layers.7.mpnn.bn_edge.bias"]
+    assert frozen["geaet-peptides-struct"] == [f"edge_encoder.bond_embedding_list.{i}.weight" for i in range(3)]
+    assert frozen["graphormer-agf-zinc-cpu"] == ["graph_token.distance"]
     assert count_parameters(build_model(load_recipe("geaet-peptides-struct").model)) == 463_211
 
 

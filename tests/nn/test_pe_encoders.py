@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from gea_graph.nn import LapPEEncoder, RWPEEncoder
+from gea_graph.nn.pe_encoders import NarrowLinear
 
 count = lambda m: sum(p.numel() for p in m.parameters())
 
@@ -41,6 +42,27 @@ def test_deepset_matches_naive():
     vec_nan[:, -1] = float("nan")
     torch.testing.assert_close(enc(x, (vec_nan, val.unsqueeze(-1))), out)
     torch.testing.assert_close(enc(None, (vec, val, mask)), ref)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_narrow_linear_is_a_linear(bias):
+    """The DeepSet's first layer: nn.Linear's parameters, output and gradients (formed as X^T G)."""
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(2, 6, bias=bias).double()
+    ours = NarrowLinear(2, 6, bias=bias).double()
+    ours.load_state_dict(ref.state_dict())
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    x = torch.randn(5, 3, 2, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(5, 3, 6, dtype=torch.float64)
+    out = ours(x)
+    torch.testing.assert_close(out, ref(x))
+    grads = torch.autograd.grad(out, [x, *ours.parameters()], g)
+    grads_ref = torch.autograd.grad(ref(x), [x, *ref.parameters()], g)
+    for a, b in zip(grads, grads_ref):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(ours, (x,))
+    assert isinstance(LapPEEncoder(4).encoder[0], NarrowLinear)
+    assert isinstance(LapPEEncoder(4, num_layers=1).encoder[0], NarrowLinear)
 
 
 def test_linear_model_add_mode_and_internal_map():

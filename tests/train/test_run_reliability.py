@@ -84,7 +84,7 @@ def test_bench_refuses_a_run_of_other_overrides(tmp_path):
     (done,) = plan([str(path)], [0], out, ["model.hidden=8"])
     done.run_dir.mkdir(parents=True)
     dump_recipe(done.recipe, done.run_dir / "recipe.yaml")
-    (done.run_dir / "result.json").write_text(json.dumps({"val": 0.5}))
+    (done.run_dir / "result.json").write_text(json.dumps({"val": 0.5, "epochs": 1}))
     assert plan([str(path)], [0], out, ["model.hidden=8", "trainer.max_time=5"])[0].result is not None
     with pytest.raises(RecipeError, match=r"seed0 holds a run of a different recipe \(model\.hidden: 8 -> 32\)"):
         plan([str(path)], [0], out, ["model.hidden=32"])

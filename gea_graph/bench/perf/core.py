@@ -6,7 +6,6 @@ and run by :mod:`~gea_graph.bench.perf.suite`.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import torch
 from torch.nn import Module
+
+from gea_graph.data.files import ensure_folder, write_json, write_text
 
 #: The keys of one object in ``perf.json`` (exactly these, in this order).
 JSON_KEYS = ("name", "ours", "reference", "unit", "ratio", "target", "met")
@@ -88,7 +89,8 @@ class Settings:
     the node counts of the AGF scaling rows; ``layer_datasets`` the mini-batches of the layer rows
     (the quick mode keeps ZINC only: a dense Peptides-func batch is 64 × ~440 nodes, and its rows
     alone would take the quick run past its 3-minute budget on 2 cores); ``scale_rows`` the
-    molecules of the PCQM4Mv2 replica of the ``scale`` rows (:mod:`~gea_graph.bench.perf.scale`).
+    molecules of the PCQM4Mv2 replica of the ``scale`` rows (:mod:`~gea_graph.bench.perf.scale`); ``step_batches``
+    the batch sizes of the compiled training-step row (:func:`~gea_graph.bench.perf.compiled.training_step_row`).
     """
 
     device: torch.device
@@ -103,20 +105,24 @@ class Settings:
     #: which needs no C++ build).
     compile_backend: str = "inductor"
     scale_rows: int = 100_000
+    #: Graphs in each batch of the compiled training-step row's stream (a one-graph batch included, as an epoch's
+    #: last batch can be).
+    step_batches: tuple[int, ...] = (128, 64, 97, 1)
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> Settings:
         """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
         if quick:
             return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
-                       layer_datasets=("ZINC",), scale_rows=20_000)
+                       layer_datasets=("ZINC",), scale_rows=20_000, step_batches=(32, 17, 1))
         return cls(device, False, repeats=30, warmup=5, train_steps=200, spd_graphs=512)
 
     @classmethod
     def tiny(cls, device: torch.device | None = None) -> Settings:
         """Smallest settings that still exercise every code path (for the smoke test)."""
         return cls(device or torch.device("cpu"), True, repeats=1, warmup=0, train_steps=2, spd_graphs=3,
-                   agf_sizes=(16, 32, 64), compile_backend="aot_eager", scale_rows=300)
+                   agf_sizes=(16, 32, 64), compile_backend="aot_eager", scale_rows=300,
+                   step_batches=(32,))  # the model row's batch: compiled once
 
 
 def resolve_device(name: str) -> torch.device:
@@ -254,9 +260,8 @@ def environment_line(settings: Settings) -> str:
 
 def write_reports(rows: Sequence[Row], out_dir: Path, settings: Settings, seconds: float) -> None:
     """Writes ``perf.md`` (the table) and ``perf.json`` (the rows) into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out_dir)
     md = ["# gea-graph perf", "", environment_line(settings) + f"; suite took {seconds:.0f} s.", "",
           format_table(rows), ""]
-    (out_dir / "perf.md").write_text("\n".join(md), encoding="utf-8")
-    (out_dir / "perf.json").write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n",
-                                       encoding="utf-8")
+    write_text(out_dir / "perf.md", "\n".join(md))
+    write_json(out_dir / "perf.json", [r.to_json() for r in rows])

@@ -190,10 +190,10 @@ def _embed(t: Tensor | None, rows: int, channels: int, gen: torch.Generator) -> 
     return out
 
 
-def layer_input(dataset: str, channels: int, device: torch.device) -> LayerInput:
-    r"""The suite's mini-batch of ``dataset`` (:data:`BATCH_GRAPHS` graphs) with float features of
-    width ``channels`` on ``device``."""
-    graphs, note = real_graphs(dataset, BATCH_GRAPHS[dataset])
+def layer_input(dataset: str, channels: int, device: torch.device, count: int | None = None) -> LayerInput:
+    r"""The suite's mini-batch of ``dataset`` (``count`` graphs, default :data:`BATCH_GRAPHS`) with float features
+    of width ``channels`` on ``device``."""
+    graphs, note = real_graphs(dataset, count or BATCH_GRAPHS[dataset])
     keep = ("x", "edge_index", "edge_attr")
     batch = Batch.from_data_list([Data(**{k: g[k] for k in keep if k in g},
                                        num_nodes=g.num_nodes) for g in graphs])

@@ -74,16 +74,16 @@ def external_attention_rows(settings: Settings) -> list[Row]:
         rows += layer_rows(
             f"external attention [{ds}]", ours,
             partial(ours, inp.x, inp.batch, num_graphs=inp.num_graphs),
-            ref, partial(ref, inp.x), Target("<=", 2.0), settings, _note(inp))
+            ref, partial(ref, inp.x), Target("<=", 1.4), settings, _note(inp))
     return rows
 
 
-def _geaet_vs_gps(settings: Settings, label: str, target: float, **layer_kwargs: object
-                  ) -> list[Row]:
+def _geaet_vs_gps(settings: Settings, label: str, target: float | dict[str, float],
+                  datasets: tuple[str, ...] | None = None, **layer_kwargs: object) -> list[Row]:
     from gea_graph.nn import GEAETLayer
 
     rows: list[Row] = []
-    for ds in settings.layer_datasets:
+    for ds in datasets or settings.layer_datasets:
         inp = layer_input(ds, CHANNELS, settings.device)
         ours = _seeded(lambda: GEAETLayer(CHANNELS, heads=HEADS, **layer_kwargs),
                        settings.device)
@@ -93,14 +93,20 @@ def _geaet_vs_gps(settings: Settings, label: str, target: float, **layer_kwargs:
             partial(ours, inp.x, inp.edge_index, inp.edge_attr, inp.batch,
                     num_graphs=inp.num_graphs),
             ref, partial(ref, inp.x, inp.edge_index, inp.batch, edge_attr=inp.edge_attr),
-            Target("<=", target), settings, _note(inp))
+            Target("<=", target[ds] if isinstance(target, dict) else target), settings, _note(inp))
     return rows
 
 
+#: Targets of the GPS-style rows: on Peptides-func (graphs of 8 to ~440 nodes) PyG's ``GPSConv`` attends on the padded
+#: batch, ours on the packed rows (issue 22: at most 0.4 of its time).
+GPS_TARGETS = {"ZINC": 1.05, "Peptides-func": 0.4}
+
+
 def gps_layer_rows(settings: Settings) -> list[Row]:
-    """``GEAETLayer(mpnn="gine", attn="softmax", gea=False)`` vs ``GPSConv(GINEConv)``."""
-    return _geaet_vs_gps(settings, "GPS-style layer", 1.05, mpnn="gine", attn="softmax",
-                         gea=False)
+    """``GEAETLayer(mpnn="gine", attn="softmax", gea=False)`` vs ``GPSConv(GINEConv)``, on ZINC and Peptides-func
+    (both also in the quick mode)."""
+    return _geaet_vs_gps(settings, "GPS-style layer", GPS_TARGETS, datasets=tuple(GPS_TARGETS), mpnn="gine",
+                         attn="softmax", gea=False)
 
 
 def geaet_layer_rows(settings: Settings) -> list[Row]:

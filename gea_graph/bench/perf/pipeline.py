@@ -67,24 +67,15 @@ def dataset_build_rows(settings: Settings) -> list[Row]:
 
 
 def throughput_rows(settings: Settings) -> list[Row]:
-    r"""Training throughput (graphs/s: forward, backward and optimiser step, data loading included,
-    over ``train_steps`` steps after 3 warm-up steps) of the ZINC GEAET recipe vs
-    PyG's GPS example network (:class:`~gea_graph.models.PyGGPS`, recipe ``pyg-gps-zinc``), on the same ZINC
-    training loader (the suite's ZINC build, batch size of the
-    recipe), alternating blocks of steps so that drift hits both."""
-    from gea_graph.bench.perf.throughput import recipe_trainer, reference_trainer
+    r"""Training throughput (graphs/s: next batch, forward, backward and optimiser step, data loading included, over
+    ``train_steps`` steps of each side after 3 warm-up steps) of the ZINC GEAET recipe vs PyG's GPS example network
+    (:class:`~gea_graph.models.PyGGPS`, recipe ``pyg-gps-zinc``), on the same ZINC training loader (the suite's ZINC
+    build, batch size of the recipe), in a fresh process, one step of each side at a time, alternating, the order
+    flipped after every pair (:func:`~gea_graph.bench.perf.throughput.measure_in_fresh_process`)."""
+    from gea_graph.bench.perf.data import zinc
+    from gea_graph.bench.perf.throughput import measure_in_fresh_process
 
-    ours, loader, note = recipe_trainer(settings.device)
-    ref = reference_trainer(loader, settings.device)
-    for trainer in (ours, ref):
-        trainer.run(3, timed=False)
-    block = max(settings.train_steps // 5, 1)
-    done = 0
-    while done < settings.train_steps:
-        n = min(block, settings.train_steps - done)
-        ours.run(n)
-        ref.run(n)
-        done += n
-    return [Row("training throughput [ZINC GEAET recipe vs PyG GPS example]",
-                ours.graphs_per_second(), ref.graphs_per_second(), "graphs/s",
-                Target(">=", 0.8), f"{settings.train_steps} steps; {note}")]
+    got = measure_in_fresh_process(zinc().root, settings.train_steps, str(settings.device))
+    return [Row("training throughput [ZINC GEAET recipe vs PyG GPS example]", float(got["ours"]),
+                float(got["reference"]), "graphs/s", Target(">=", 0.8),
+                f"{settings.train_steps} steps each, fresh process, single steps alternating; {got['note']}")]

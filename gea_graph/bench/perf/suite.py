@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gea_graph.bench.perf import compiled, layers, pipeline, predict, scale
+from gea_graph.bench.perf import attention, compiled, layers, pipeline, predict, scale, training
 from gea_graph.bench.perf.core import (
     Row,
     Settings,
@@ -26,11 +26,14 @@ def row_groups() -> dict[str, RowGroup]:
         "dataset": pipeline.dataset_build_rows,  # first: its build is the suite's ZINC
         "external": layers.external_attention_rows,
         "gps": layers.gps_layer_rows,
+        "attention": attention.attention_rows,
         "geaet": layers.geaet_layer_rows,
         "graphormer": layers.graphormer_rows,
         "agf": layers.agf_scaling_rows,
         "spd": pipeline.shortest_path_rows,
         "train": pipeline.throughput_rows,
+        "geanet": training.geanet_step_rows,
+        "memory": training.training_rss_rows,
         "predict": predict.predict_rows,
         "compile": compiled.compile_rows,
         "scale": scale.scale_rows,

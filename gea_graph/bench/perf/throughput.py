@@ -67,9 +67,10 @@ class StepTimer:
         return self.graphs / self.seconds if self.seconds > 0 else float("nan")
 
 
-def recipe_trainer(device: torch.device) -> tuple[StepTimer, DataLoader, str]:
-    r"""The ZINC GEAET recipe's model and optimiser on its training loader; returns the trainer,
-    the loader (shared with the reference) and a note (recipe, batch size, parameter counts)."""
+def recipe_trainer(device: torch.device, root: str | None = None) -> tuple[StepTimer, DataLoader, str]:
+    r"""The ZINC GEAET recipe's model and optimiser on its training loader over the ZINC build in ``root`` (default:
+    the suite's); returns the trainer, the loader (shared with the reference) and a note (recipe, batch size,
+    parameter counts)."""
     from gea_graph.bench.perf.data import ZINC_PE, zinc
     from gea_graph.models import build_model, count_parameters
     from gea_graph.train.data import load_datasets, make_loader
@@ -78,7 +79,7 @@ def recipe_trainer(device: torch.device) -> tuple[StepTimer, DataLoader, str]:
 
     # The recipe's data section, pointed at the suite's ZINC build (its PEs are a superset of the
     # recipe's RWPE-20; the model reads only what it needs).
-    recipe = load_recipe(RECIPE, overrides=[f"data.root={zinc().root}", f"data.pe={ZINC_PE}"])
+    recipe = load_recipe(RECIPE, overrides=[f"data.root={root or zinc().root}", f"data.pe={ZINC_PE}"])
     train = load_datasets(recipe.data)["train"]
     loader = make_loader(train, recipe.trainer.batch_size, shuffle_seed=0)
     torch.manual_seed(0)
@@ -121,3 +122,44 @@ def reference_trainer(loader: DataLoader, device: torch.device) -> StepTimer:
     opt = recipe.optim
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.lr, weight_decay=opt.weight_decay)
     return StepTimer(model, loss, optimizer, loader, device)
+
+
+def alternate(ours: StepTimer, reference: StepTimer, steps: int, warmup: int = 3) -> None:
+    r"""``warmup`` untimed steps of each, then ``steps`` timed steps of each, one step at a time, alternating, the
+    order flipped after every pair, so that both sides run in the same process state (see
+    :func:`measure_in_fresh_process`)."""
+    for trainer in (ours, reference):
+        trainer.run(warmup, timed=False)
+    for i in range(steps):
+        for trainer in ((ours, reference) if i % 2 == 0 else (reference, ours)):
+            trainer.run(1)
+
+
+def measure_in_fresh_process(root: str, steps: int, device: str) -> dict[str, object]:
+    r"""Graphs per second of the ZINC GEAET recipe and of PyG's GPS example on the ZINC build in ``root``, measured
+    by a fresh ``python -m gea_graph.bench.perf.throughput`` process (:func:`alternate`): rows run before this one
+    leave the process in a state (allocator, thread pools, caches) that slowed one side more than the other."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gea_graph.bench.perf.throughput", root, str(steps), device,
+                          str(torch.get_num_threads())], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _main(argv: list[str]) -> None:
+    import json
+
+    root, steps, device, threads = argv[0], int(argv[1]), torch.device(argv[2]), int(argv[3])
+    torch.set_num_threads(threads)
+    ours, loader, note = recipe_trainer(device, root)
+    reference = reference_trainer(loader, device)
+    alternate(ours, reference, steps)
+    print(json.dumps({"ours": ours.graphs_per_second(), "reference": reference.graphs_per_second(), "note": note}))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv[1:])

@@ -1,12 +1,25 @@
-r"""Global (dense, all-pairs) attentions with one interface.
+r"""Global (all-pairs, within each graph) attentions with one interface, in two calling forms.
 
-Every class here is called as ``attn(x, mask, attn_bias=None) -> out`` with ``x`` of shape
+**Packed** (what the models use): ``attn(x, plan) -> out`` with PyG's packed node rows ``x``
+``[sum N_i, C]`` and the batch's :class:`AttentionPlan` (made once per batch from ``ptr``, shared
+by every layer; a structural bias goes in with :meth:`AttentionPlan.with_bias`). Softmax attention
+without a bias runs on the packed rows with no padding at all (:func:`packed_attention`); the
+attentions that need the :math:`N \times N` matrix or a bias (GFSA, p-Laplacian, biased softmax)
+and AGF run on dense blocks of graphs of similar size (``impl="grouped"``), or on the whole padded
+batch (``impl="dense"``, the reference)::
+
+    plan = AttentionPlan(batch.ptr, x.size(0))
+    x = attn(x, plan)
+
+**Dense** (the reference): ``attn(x, mask, attn_bias=None) -> out`` with ``x`` of shape
 ``[B, N, C]``, ``mask`` ``[B, N]`` bool (``True`` = real node) and an optional additive bias
 ``[B, H, N, N]``. Padding never changes a real output and padded output rows are zero. Go from a
 PyG batch to this layout and back with :func:`to_dense` / :func:`from_dense`::
 
     x_dense, mask = to_dense(x, batch)
     x = from_dense(attn(x_dense, mask), mask)
+
+Both forms compute the same function (``tests/nn/test_attention_packed.py``).
 """
 from __future__ import annotations
 
@@ -18,6 +31,8 @@ from .agf import AGFAttention
 from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
 from .gfsa import GFSA, GFSACoefficients
 from .multihead import DenseAttentionBase, MultiheadAttention
+from .packed import packed_attention
+from .plan import ATTN_IMPLS, AttentionPlan
 from .plaplacian import PLaplacianAttention
 
 ATTENTIONS = ("softmax", "gfsa", "plaplacian", "agf")
@@ -46,8 +61,10 @@ def attention_resolver(name: str, channels: int, heads: int, dropout: float = 0.
 
 __all__ = [
     "ATTENTIONS",
+    "ATTN_IMPLS",
     "GFSA",
     "AGFAttention",
+    "AttentionPlan",
     "DenseAttentionBase",
     "GFSACoefficients",
     "MultiheadAttention",
@@ -57,6 +74,7 @@ __all__ = [
     "from_dense",
     "key_padding_bias",
     "merge_heads",
+    "packed_attention",
     "split_heads",
     "to_dense",
 ]

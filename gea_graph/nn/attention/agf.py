@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import Linear, Module, Parameter
 
 from .dense import merge_heads
+from .plan import AttentionPlan, check_impl
 
 
 def jacobi_coefficients(K: int, a: float, b: float) -> list[tuple[float, float, float]]:
@@ -79,17 +80,28 @@ class AGFAttention(Module):
             (default: :obj:`1e-2`)
         dropout (float, optional): Dropout on :math:`\mathbf{U}\odot g`. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"auto"`` /
+            ``"grouped"`` (blocks of graphs of similar size) or ``"dense"`` (one padded block).
+            (default: :obj:`"auto"`)
 
     Shapes:
-        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool
-        - **output:** :math:`(B, N, C)`, padded rows zero.
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool; or packed :math:`(\sum N_i, C)`
+          and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
     """
 
     def __init__(self, channels: int, heads: int, K: int = 3, a: float = 1.0, b: float = 1.0,
-                 ortho_weight: float = 1e-2, dropout: float = 0.0, bias: bool = True) -> None:
+                 ortho_weight: float = 1e-2, dropout: float = 0.0, bias: bool = True,
+                 impl: str = "auto") -> None:
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"'channels' ({channels}) must be divisible by 'heads' ({heads})")
+        if check_impl(impl) == "packed":
+            raise ValueError("attn_impl 'packed' is softmax attention on packed rows; AGFAttention "
+                             "runs on dense blocks: use 'grouped' or 'auto'")
+        #: How a packed call runs: ``"dense"`` (one padded block) or, for ``"auto"`` /
+        #: ``"grouped"``, blocks of graphs of similar size.
+        self.impl = impl
         if K < 0:
             raise ValueError("'K' must be >= 0")
         self.channels, self.heads, self.head_dim = channels, heads, channels // heads
@@ -132,17 +144,51 @@ class AGFAttention(Module):
             return self.theta.new_zeros(())
         return self._ortho * self.ortho_weight if weighted else self._ortho
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None,
+    def forward(self, x: Tensor, mask: Tensor | AttentionPlan, attn_bias: Tensor | None = None,
                 return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        if attn_bias is not None:
+        r"""Dense ``(x [B, N, C], mask [B, N])`` or packed ``(x [sum N_i, C], plan)`` (the core runs
+        on the plan's blocks of graphs of similar size, or on one padded block with
+        ``impl="dense"``), as every global attention (see
+        :meth:`~gea_graph.nn.attention.multihead.DenseAttentionBase.forward`)."""
+        if attn_bias is not None or (isinstance(mask, AttentionPlan) and mask.has_bias):
             raise ValueError("AGFAttention has no N x N score matrix, so it cannot apply an "
                              "additive 'attn_bias'; pass attn_bias=None (structure must enter "
                              "through node features) or use another attention")
-        B, N, _ = x.shape
         H, D = self.heads, self.head_dim
+        if isinstance(mask, AttentionPlan):
+            N = x.size(0)
+            layout = mask.layout(self.impl != "dense" and not return_attention)
+            proj = self.proj(x).view(N, 4, H, D)
+            outs, total, graphs, attn = [], None, None, None
+            for blk, dense in zip(layout.blocks, layout.gather(proj)):
+                out, gate, vt, ortho = self._core(dense.permute(2, 0, 3, 1, 4), blk.mask)
+                outs.append(out.transpose(1, 2))  # [g, L, H, D]
+                if ortho is not None:
+                    total = ortho[0] if total is None else total + ortho[0]
+                    graphs = ortho[1] if graphs is None else graphs + ortho[1]
+                if return_attention:
+                    attn = self._implied(gate, vt, blk.mask)
+            self._ortho = None if total is None else total / graphs.clamp(min=1.0)
+            if self.training and self._ortho is None:
+                self._ortho = self.theta.new_zeros(())
+            out = layout.scatter(outs) if outs else proj.new_zeros(N, H, D)
+            out = self.out(out.reshape(N, H * D).to(x.dtype))
+            return (out, attn) if return_attention else out
+        B, N, _ = x.shape
         proj = self.proj(x).view(B, N, 4, H, D).permute(2, 0, 3, 1, 4)  # [4, B, H, N, D]
-        dtype = x.dtype if x.dtype == torch.float64 else torch.float32
-        with torch.autocast(x.device.type, enabled=False):
+        out, gate, vt, ortho = self._core(proj, mask)
+        self._ortho = None if ortho is None else ortho[0] / ortho[1].clamp(min=1.0)
+        out = self.out(merge_heads(out).to(x.dtype))
+        out = out.masked_fill(~mask[..., None], 0.0)
+        if return_attention:
+            return out, self._implied(gate, vt, mask)
+        return out
+
+    def _core(self, proj: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None]:
+        # proj [4, B, H, N, D] -> (out [B, H, N, D], gate, vt, (sum of per-graph ortho, real graphs) in training)
+        x_dtype = proj.dtype
+        dtype = x_dtype if x_dtype == torch.float64 else torch.float32
+        with torch.autocast(proj.device.type, enabled=False):
             proj = proj.to(dtype)
             u = torch.softmax(proj[0], dim=-1)
             # Node softmax over the real nodes of each graph; finfo.min (not -inf) keeps an empty
@@ -153,27 +199,24 @@ class AGFAttention(Module):
             gate = u * self.filter(torch.sigmoid(proj[3]))
             gate_d = F.dropout(gate, self.dropout, self.training) if self.dropout > 0 else gate
             out = torch.matmul(gate_d, kv)  # [B, H, N, D]
-            if self.training:
-                self._ortho = self._ortho_loss(u, vt, mask)
-            else:
-                self._ortho = None
-        out = self.out(merge_heads(out).to(x.dtype))
-        out = out.masked_fill(~mask[..., None], 0.0)
-        if return_attention:
-            attn = torch.matmul(gate, vt.transpose(-1, -2))
-            attn = attn.masked_fill(~mask[:, None, :, None], 0.0)
-            return out, attn
-        return out
+            ortho = self._ortho_loss(u, vt, mask) if self.training else None
+        return out, gate, vt, ortho
 
-    def _ortho_loss(self, u: Tensor, vt: Tensor, mask: Tensor) -> Tensor:
+    @staticmethod
+    def _implied(gate: Tensor, vt: Tensor, mask: Tensor) -> Tensor:
+        # The implied H = (U * g) V^T, [B, H, N, N], zero on padded rows and columns (pictures only)
+        attn = torch.matmul(gate, vt.transpose(-1, -2))
+        return attn.masked_fill(~mask[:, None, :, None], 0.0)
+
+    def _ortho_loss(self, u: Tensor, vt: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        # (sum over the graphs with a real node of their L_ortho, number of such graphs); no host sync
         um = u * mask[:, None, :, None].to(u.dtype)
         eye = torch.eye(self.head_dim, dtype=u.dtype, device=u.device)
         gu = torch.matmul(um.transpose(-1, -2), um)
         gv = torch.matmul(vt.transpose(-1, -2), vt)
         per_graph = (gu - eye).abs().mean((1, 2, 3)) + (gv - eye).abs().mean((1, 2, 3))
-        # mean over the graphs with a real node (no host sync; 0 when there is none)
         real = mask.any(-1).to(per_graph.dtype)
-        return (per_graph * real).sum() / real.sum().clamp(min=1.0)
+        return (per_graph * real).sum(), real.sum()
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, K={self.K}, "

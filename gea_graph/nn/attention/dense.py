@@ -33,12 +33,8 @@ def to_dense(
         nodes = max_num_nodes or 0
         return (x.new_zeros(size, nodes, *x.shape[1:]),
                 torch.zeros(size, nodes, dtype=torch.bool, device=x.device))
-    # is_compiling first: under torch.compile / torch.export the node count must not be compared (a guard).
-    if (not torch.compiler.is_compiling() and batch is not None and batch.numel() > 1
-            and bool((batch[1:] < batch[:-1]).any())):
-        raise ValueError("to_dense: the batch vector is not sorted (the nodes of each graph must be "
-                         "contiguous and graphs in increasing order, as in a PyG Batch); sort the "
-                         "nodes by graph first, e.g. with batch.sort(stable=True)")
+    if batch is not None and not torch.compiler.is_compiling():
+        check_sorted(batch, "to_dense")
     if batch is not None and batch_size is not None and max_num_nodes is not None:
         return _to_dense_sized(x, batch, batch_size, max_num_nodes)
     return to_dense_batch(x, batch, fill_value=0.0, max_num_nodes=max_num_nodes,
@@ -56,6 +52,14 @@ def _to_dense_sized(x: Tensor, batch: Tensor, batch_size: int, max_num_nodes: in
     mask = torch.zeros(batch_size * max_num_nodes, dtype=torch.bool, device=x.device).index_fill(0, slot, True)
     return (out.view((batch_size, max_num_nodes) + tuple(x.shape[1:])),
             mask.view(batch_size, max_num_nodes))
+
+
+def check_sorted(batch: Tensor, who: str) -> None:
+    r"""Raises :class:`ValueError` (naming ``who``) unless ``batch`` is sorted (a host sync)."""
+    if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+        raise ValueError(f"{who}: the batch vector is not sorted (the nodes of each graph must be "
+                         "contiguous and graphs in increasing order, as in a PyG Batch); sort the "
+                         "nodes by graph first, e.g. with batch.sort(stable=True)")
 
 
 def from_dense(x_dense: Tensor, mask: Tensor, num_nodes: int | None = None) -> Tensor:

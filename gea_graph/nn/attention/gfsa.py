@@ -26,7 +26,8 @@ def _head_dot(x: Tensor, y: Tensor, heads: int) -> Tensor:
 
 class _GFSACore(torch.autograd.Function):
     r"""Fused ``A = softmax(scale Q K^T + bias)`` -> ``Z = c0 V + A (c1 V + c2 A V)`` with a
-    hand-written backward, for ``Q, K, V`` ``[B H, N, d]``, ``bias`` ``[B H, N, N]`` and per-head
+    hand-written backward, for ``Q, K, V`` ``[B H, N, d]``, ``bias`` ``[B H, N, N]`` (or a key mask
+    ``[B H, 1, N]``, or ``None``; its gradient is the full ``[B H, N, N]``) and per-head
     coefficients ``c*`` ``[H]``.
 
     Same math as the autograd graph of the plain ops, but (1) the scores are this node's own
@@ -42,12 +43,14 @@ class _GFSACore(torch.autograd.Function):
     ``Z`` comes out as ``[B H, N, d]`` so that the head merge after it copies whole rows."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, bias: Tensor, scale: float, v: Tensor,
+    def forward(ctx, q: Tensor, k: Tensor, bias: Tensor | None, scale: float, v: Tensor,
                 c0: Tensor | None, c1: Tensor, c2: Tensor) -> tuple[Tensor, Tensor]:
         BH, N, d = v.shape
         H = c1.numel()
         c0, c1, c2 = (c.view(1, H, 1, 1) if c is not None else None for c in (c0, c1, c2))
-        s = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
+        # bias: [BH, N, N], or broadcastable ([BH, 1, N]: a key mask), or None
+        s = torch.bmm(q, k.transpose(1, 2)).mul_(scale) if bias is None else \
+            torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
         a = torch.softmax(s, dim=-1, out=s)  # [BH, N, N]
         at = a.transpose(1, 2)
         tv = v.new_empty(BH, 2 * d, N)  # [T^T | V^T], the operand of backward's dA product
@@ -84,7 +87,19 @@ class _GFSACore(torch.autograd.Function):
         dc0 = _head_dot(dzt, vt, H) if need[5] else None
         dc1 = _head_dot(dtt, vt, H) if need[6] else None
         dc2 = _head_dot(dtt, yt, H) if need[7] else None
-        return dq, dk, ds, None, dvt.transpose(1, 2), dc0, dc1, dc2
+        return dq, dk, (ds if need[2] else None), None, dvt.transpose(1, 2), dc0, dc1, dc2
+
+
+def _core_bias(bias: Tensor | None, B: int, H: int, N: int) -> Tensor | None:
+    # The bias in the fused core's [B H, N, N] (full) or [B H, 1, N] (a key mask) form, or None.
+    if bias is None:
+        return None
+    if bias.shape == (B, H, N, N):
+        return bias.reshape(B * H, N, N)
+    if bias.dim() == 4 and bias.shape[0] == B and bias.shape[1] in (1, H) and bias.shape[2] == 1 \
+            and bias.shape[3] == N and not bias.requires_grad:
+        return bias.expand(B, H, 1, N).reshape(B * H, 1, N)
+    return None
 
 
 class GFSACoefficients(NamedTuple):
@@ -138,7 +153,8 @@ class GFSA(DenseAttentionBase):
     :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no :math:`N \times N`
     tensor); otherwise one fused autograd function from the scores to :math:`\mathbf{H}\mathbf{V}`
     (in-place softmax, transposed-layout GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`,
-    hand-written backward), or plain ops under autocast or with attention dropout in training.
+    hand-written backward), or plain ops under autocast, under :func:`torch.compile` or with
+    attention dropout in training.
 
     For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
     :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
@@ -157,17 +173,21 @@ class GFSA(DenseAttentionBase):
         wK_init (float, optional): Initial :math:`w_K`. (default: :obj:`0.0`)
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"``
+            (blocks of graphs of similar size; what ``"auto"`` picks) or ``"dense"`` (one padded
+            block); see :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
+            (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
-          :math:`(B, H, N, N)`
-        - **output:** :math:`(B, N, C)`, padded rows zero.
+          :math:`(B, H, N, N)`; or packed :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
     """
 
     def __init__(self, channels: int, heads: int, K: float = 2, learn: Sequence[str] | str = _COEFFS,
                  w0_init: float = 0.0, w1_init: float = 1.0, wK_init: float = 0.0,
-                 dropout: float = 0.0, bias: bool = True) -> None:
-        super().__init__(channels, heads, dropout=dropout, bias=bias)
+                 dropout: float = 0.0, bias: bool = True, impl: str = "auto") -> None:
+        super().__init__(channels, heads, dropout=dropout, bias=bias, impl=impl)
         if isinstance(learn, str):
             learn = (learn, )
         learn = tuple(learn)
@@ -217,13 +237,15 @@ class GFSA(DenseAttentionBase):
         lam = lam.unsqueeze(0)
         return c0 + c1 * lam + c2 * lam * lam
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         B, H, N, D = q.shape
         c0, c1, c2 = self.polynomial()
         no_drop = not (self.training and self.dropout > 0)
-        fused = (no_drop and bias.shape == (B, H, N, N)
-                 and not torch.is_autocast_enabled(q.device.type))
+        core_bias = _core_bias(bias, B, H, N)
+        # The hand-written node is an eager-mode optimisation; compiled, the plain ops trace (and fuse) better.
+        fused = (no_drop and (bias is None or core_bias is not None)
+                 and not torch.is_autocast_enabled(q.device.type) and not torch.compiler.is_compiling())
         if no_drop and not need_weights and N >= self.sdpa_min_nodes:
             # Large N: two fused SDPA passes (Y = A V, then A (c1 V + c2 Y)) never materialise
             # the N x N matrix; cheaper than the explicit path once the flash kernel pays off.
@@ -235,7 +257,7 @@ class GFSA(DenseAttentionBase):
         elif fused:
             # H V = c0 V + A (c1 V + c2 A V): equal to c1 A V + c2 A(A V), never A^2
             z, attn = _GFSACore.apply(q.reshape(B * H, N, D), k.reshape(B * H, N, D),
-                                      bias.reshape(B * H, N, N), self.scale,
+                                      core_bias, self.scale,
                                       v.reshape(B * H, N, D),
                                       c0.to(v.dtype) if self._use_w0 else None,
                                       c1.to(v.dtype), c2.to(v.dtype))

@@ -1,7 +1,8 @@
-r"""Multi-head softmax attention on dense, padded graph batches (the reference global attention)."""
+r"""Multi-head softmax attention on graph batches, packed or padded (the reference global attention)."""
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -9,18 +10,35 @@ from torch import Tensor
 from torch.nn import Linear, Module
 
 from .dense import merge_heads
+from .packed import packed_attention
+from .plan import AttentionPlan, check_impl
 
 
 class DenseAttentionBase(Module):
-    r"""Shared plumbing of the dense global attentions: a fused ``q, k, v`` projection, an output
-    projection, the padding mask and the ``store_attention`` switch. Subclasses implement
-    :meth:`attend`.
+    r"""Shared plumbing of the global attentions with a score matrix: a fused ``q, k, v`` projection,
+    an output projection, the padding mask, the ``store_attention`` switch and the two calling forms
+    (dense ``(x, mask, attn_bias)`` and packed ``(x, plan)``, see :meth:`forward`). Subclasses
+    implement :meth:`attend` (and, when :attr:`packable`, :meth:`attend_packed`).
+
+    :obj:`impl` (``"auto"``, ``"packed"``, ``"grouped"``, ``"dense"``; :attr:`impl` may be changed
+    at any time) chooses how a packed call runs: ``"packed"`` (softmax without a bias only) on the
+    packed rows with :func:`~gea_graph.nn.attention.packed.packed_attention`; ``"grouped"`` on the
+    plan's blocks of graphs of similar size; ``"dense"`` on one block of the whole padded batch.
+    ``"auto"``: packed where possible, else grouped. All compute the same function.
     """
 
-    def __init__(self, channels: int, heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+    #: Whether :meth:`attend_packed` exists (softmax attention without a bias).
+    packable: ClassVar[bool] = False
+
+    def __init__(self, channels: int, heads: int, dropout: float = 0.0, bias: bool = True,
+                 impl: str = "auto") -> None:
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"'channels' ({channels}) must be divisible by 'heads' ({heads})")
+        if check_impl(impl) == "packed" and not self.packable:
+            raise ValueError(f"attn_impl 'packed' is softmax attention on packed rows; "
+                             f"{type(self).__name__} needs the N x N matrix: use 'grouped' or 'auto'")
+        self.impl = impl
         self.channels = channels
         self.heads = heads
         self.head_dim = channels // heads
@@ -61,32 +79,69 @@ class DenseAttentionBase(Module):
         q, k, v = qkv.unbind(0)
         return q, k, v
 
-    def _softmax_weights(self, q: Tensor, k: Tensor, bias: Tensor) -> Tensor:
+    def _softmax_weights(self, q: Tensor, k: Tensor, bias: Tensor | None) -> Tensor:
         # Explicit A = softmax(q k^T / sqrt(d) + bias), [B, H, N, N].
         B, H, N, D = q.shape
-        if bias.shape == (B, H, N, N):  # fuse the bias add into the batched matmul
+        if bias is not None and bias.shape == (B, H, N, N):  # fuse the bias add into the matmul
             scores = torch.baddbmm(bias.reshape(B * H, N, N), q.reshape(B * H, N, D),
                                    k.reshape(B * H, N, D).transpose(1, 2), alpha=self.scale)
             return torch.softmax(scores, dim=-1).view(B, H, N, N)
-        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(self.scale) + bias
-        return torch.softmax(scores, dim=-1)
+        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(self.scale)
+        return torch.softmax(scores if bias is None else scores + bias, dim=-1)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        r"""The attention core on dense blocks: ``q, k, v`` :math:`[B, H, N, D]` and the additive
+        bias (padded keys already masked; broadcastable to :math:`[B, H, N, N]`, or ``None``) ->
+        ``(out [B, H, N, D], weights [B, H, N, N] if need_weights else None)``."""
         raise NotImplementedError
 
-    def forward(self, x: Tensor, mask: Tensor, attn_bias: Tensor | None = None,
-                return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        r"""
+    def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
+        r"""The attention core on packed rows ``[sum N_i, H, D]`` (only when :attr:`packable`)."""
+        raise NotImplementedError
+
+    def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False) -> str:
+        r"""The implementation a packed call with ``plan`` runs: :attr:`impl`, with ``"auto"``
+        resolved (``"packed"`` when :attr:`packable` and the plan has no bias, else
+        ``"grouped"``); ``"dense"`` whenever the weights are asked for (their
+        :math:`[B, H, N, N]` layout)."""
+        if need_weights:
+            return "dense"
+        impl = self.impl
+        if impl == "auto":
+            return "packed" if self.packable and not plan.has_bias else "grouped"
+        if impl == "packed" and plan.has_bias:
+            raise ValueError(f"{type(self).__name__}: attn_impl 'packed' takes no attention bias; "
+                             "use 'grouped', 'dense' or 'auto' with a bias")
+        return impl
+
+    def forward(self, x: Tensor, mask: Tensor | AttentionPlan, attn_bias: Tensor | None = None,
+                return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor | None]:
+        r"""Two forms, one function:
+
+        * **dense:** ``attn(x [B, N, C], mask [B, N], attn_bias=None) -> [B, N, C]``, padded rows
+          zero;
+        * **packed:** ``attn(x [sum N_i, C], plan) -> [sum N_i, C]`` with an
+          :class:`~gea_graph.nn.attention.plan.AttentionPlan` of the batch (its bias, if any,
+          given by :meth:`AttentionPlan.with_bias`), run as :meth:`resolve_impl` says.
+
         Args:
-            x (torch.Tensor): dense node features :math:`[B, N, C]`.
-            mask (torch.Tensor): :math:`[B, N]` bool, ``True`` on real nodes.
-            attn_bias (torch.Tensor, optional): additive pre-softmax bias :math:`[B, H, N, N]`
-                (or broadcastable, e.g. :math:`[B, 1, N, N]`). Its entries at padded keys are
-                ignored. (default: :obj:`None`)
+            x (torch.Tensor): node features, dense :math:`[B, N, C]` or packed
+                :math:`[\sum N_i, C]`.
+            mask (torch.Tensor or AttentionPlan): :math:`[B, N]` bool, ``True`` on real nodes; or
+                the plan of a packed batch.
+            attn_bias (torch.Tensor, optional): dense form only: additive pre-softmax bias
+                :math:`[B, H, N, N]` (or broadcastable, e.g. :math:`[B, 1, N, N]`). Its entries at
+                padded keys are ignored. (default: :obj:`None`)
             return_attention (bool, optional): also return the attention weights
-                :math:`[B, H, N, N]` (zero on padded rows and columns). (default: :obj:`False`)
+                :math:`[B, H, N, N]` (zero on padded rows and columns; for a packed call in the
+                layout of :func:`~gea_graph.nn.attention.to_dense`). (default: :obj:`False`)
         """
+        if isinstance(mask, AttentionPlan):
+            if attn_bias is not None:
+                raise ValueError(f"{type(self).__name__}: with a plan, give the bias with "
+                                 "plan.with_bias(...), not attn_bias")
+            return self._forward_plan(x, mask, return_attention)
         q, k, v = self._qkv(x)
         bias = self._mask_bias(mask, attn_bias, q.dtype)
         need = return_attention or self.store_attention
@@ -102,14 +157,44 @@ class DenseAttentionBase(Module):
             return out, attn
         return out
 
+    def _forward_plan(self, x: Tensor, plan: AttentionPlan,
+                      return_attention: bool) -> Tensor | tuple[Tensor, Tensor | None]:
+        N = x.size(0)
+        H, D = self.heads, self.head_dim
+        need = return_attention or self.store_attention
+        impl = self.resolve_impl(plan, need)
+        qkv = self.qkv(x).view(N, 3, H, D)
+        attn = None
+        if impl == "packed":
+            q, k, v = qkv.unbind(1)
+            out = self.attend_packed(q, k, v, plan)
+        else:
+            layout = plan.layout(impl == "grouped")
+            outs = []
+            for blk, dense, bias in zip(layout.blocks, layout.gather(qkv),
+                                        plan.block_bias(layout, qkv.dtype)):
+                q, k, v = dense.permute(2, 0, 3, 1, 4).unbind(0)  # [g, H, L, D] each
+                o, weights = self.attend(q, k, v, bias, need)
+                outs.append(o.transpose(1, 2))  # [g, L, H, D]
+                if weights is not None:
+                    attn = weights.masked_fill(~blk.mask[:, None, :, None], 0.0)
+            out = layout.scatter(outs) if outs else qkv.new_zeros(N, H, D)
+        out = self.out(out.reshape(N, H * D))
+        if need:
+            if self.store_attention and attn is not None:
+                self.attention = attn.detach()
+            if return_attention:
+                return out, attn
+        return out
+
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, "
-                f"dropout={self.dropout})")
+                f"dropout={self.dropout}, impl={self.impl!r})")
 
 
 class MultiheadAttention(DenseAttentionBase):
-    r"""Multi-head scaled dot-product attention with an additive bias, on a dense padded batch of
-    graphs (Vaswani et al., `"Attention Is All You Need" <https://arxiv.org/abs/1706.03762>`_,
+    r"""Multi-head scaled dot-product attention with an additive bias, on a batch of graphs, packed
+    or padded (Vaswani et al., `"Attention Is All You Need" <https://arxiv.org/abs/1706.03762>`_,
     Eq. 1; with the structural bias of Ying et al., `"Do Transformers Really Perform Bad for Graph
     Representation?" <https://arxiv.org/abs/2106.05234>`_, Eq. 6)
 
@@ -121,31 +206,47 @@ class MultiheadAttention(DenseAttentionBase):
         \mathbf{W}_O
 
     where :math:`\mathbf{B}^{(h)}` is the optional :obj:`attn_bias` and :math:`\mathbf{M}` masks
-    padded keys. It runs :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels);
-    attention dropout is applied to :math:`\mathbf{A}` inside that call.
+    padded keys. Attention dropout is applied to :math:`\mathbf{A}`.
+
+    Called packed, ``attn(x [sum N_i, C], plan)`` (see :meth:`DenseAttentionBase.forward`), it
+    attends on the packed rows without any padding when there is no bias
+    (:func:`~gea_graph.nn.attention.packed.packed_attention`: per-graph flash-attention kernels on
+    CPU, nested-jagged / varlen kernels on CUDA, no mask at all), else per block of graphs of similar
+    size. Called dense, it runs :func:`torch.nn.functional.scaled_dot_product_attention` with the
+    padding mask.
 
     Attention maps: call ``forward(..., return_attention=True)`` to get ``(out, attn)`` with
     ``attn`` of shape :math:`[B, H, N, N]`, or set ``module.store_attention = True`` and read
     ``module.attention`` after a forward (works when the module sits deep inside a model). Both take
-    an explicit, slower path that yields the same output.
+    an explicit, slower path (dense) that yields the same output.
 
     Args:
         channels (int): Size of each input and output node feature :math:`C`.
         heads (int): Number of heads :math:`H` (must divide :obj:`channels`).
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+        impl (str, optional): How a packed call runs: ``"auto"``, ``"packed"``, ``"grouped"`` or
+            ``"dense"`` (see :class:`DenseAttentionBase`). (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** node features :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
-          :math:`(B, H, N, N)`
-        - **output:** :math:`(B, N, C)`; rows of padded nodes are zero. A graph's output does not
-          depend on its padding or its batch-mates.
+          :math:`(B, H, N, N)`; or packed :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, rows of padded nodes zero; or :math:`(\sum N_i, C)`. A
+          graph's output does not depend on its padding or its batch-mates.
     """
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+    packable = True
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         p = self.dropout if self.training else 0.0
         if not need_weights:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
         attn = self._softmax_weights(q, k, bias)
         return torch.matmul(F.dropout(attn, p, self.training), v), attn
+
+    def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
+        p = self.dropout if self.training else 0.0
+        # The CPU kernel reads ptr itself; the CUDA kernels need the largest graph's size.
+        largest = plan.max_num_nodes if q.device.type != "cpu" else None
+        return packed_attention(q, k, v, plan.ptr, largest, dropout_p=p, scale=self.scale)

@@ -84,17 +84,21 @@ class PLaplacianAttention(DenseAttentionBase):
         detach_p (bool, optional): No gradient through :math:`\mathbf{P}`. (default: :obj:`False`)
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
+        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"``
+            (blocks of graphs of similar size; what ``"auto"`` picks) or ``"dense"`` (one padded
+            block); see :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
+            (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
-          :math:`(B, H, N, N)`
-        - **output:** :math:`(B, N, C)`, padded rows zero.
+          :math:`(B, H, N, N)`; or packed :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
     """
 
     def __init__(self, channels: int, heads: int, p: float | Sequence[float] | None = None,
                  eps: float = 1e-2, renormalize: bool = False, detach_p: bool = False,
-                 dropout: float = 0.0, bias: bool = True) -> None:
-        super().__init__(channels, heads, dropout=dropout, bias=bias)
+                 dropout: float = 0.0, bias: bool = True, impl: str = "auto") -> None:
+        super().__init__(channels, heads, dropout=dropout, bias=bias, impl=impl)
         if p is None:
             p_list = default_p(heads)
         elif isinstance(p, (int, float)):
@@ -143,7 +147,7 @@ class PLaplacianAttention(DenseAttentionBase):
                 return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
             return _fast_pow(d2, exponent)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor,
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         if self._all_softmax and not self.renormalize:  # p = 2 everywhere: exactly softmax
             if not need_weights:

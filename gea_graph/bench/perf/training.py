@@ -1,0 +1,148 @@
+r"""Rows of the Peptides-func CPU suite (``peptides-func-cpu-30min``, :mod:`gea_graph.bench.suites`): the cost of a
+GEANet branch in a training step, and the peak resident memory of a real training run.
+
+* ``MPNN+GEANet step [Peptides-func, batch 128]``: one training step (forward, masked BCE loss, backward, AdamW
+  step) of the suite's GCN+GEANet recipe (``gcn-geanet-peptides-func-cpu``: GEANet branch and LapPE-10 DeepSet)
+  against the suite's GCN recipe (``gcn-peptides-func-cpu``) on the same 128 real training graphs, interleaved
+  (:func:`~gea_graph.bench.perf.core.time_pair`); target ≤ 1.4.
+* ``Peptides-func training run · peak RSS``: each of the suite's recipes trains in a fresh process
+  (``python -m gea_graph train RECIPE trainer.max_epochs=1 [data.subset=S] --threads 1``, as ``gea-graph bench``
+  runs it) under :func:`gea_graph.bench.measure.measure`; the row is the largest peak RSS (``VmHWM``) of the three,
+  in MiB, target ≤ 3072. The full mode trains a whole epoch (85 steps) and evaluates both splits; ``--quick`` trains
+  :data:`QUICK_STEPS` steps on a subset. The datasets are built beforehand, in a process of their own, so the build
+  is not in the peak.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+
+from gea_graph.bench.perf.core import Row, Settings, Target, time_pair
+
+GEANET_RECIPE = "gcn-geanet-peptides-func-cpu"
+MPNN_RECIPE = "gcn-peptides-func-cpu"
+SUITE = "peptides-func-cpu-30min"
+BATCH = 128
+#: Training steps of each run of the peak-RSS row in ``--quick`` mode (the full mode trains one whole epoch).
+QUICK_STEPS = 6
+#: Timed step pairs of the MPNN+GEANet row in ``--quick`` mode (a pair takes about 1.5 s on one core).
+QUICK_REPEATS = 6
+
+
+def peptides_batch(pe: str | None, count: int = BATCH) -> tuple[Batch, str]:
+    r"""``count`` real Peptides-func training graphs (see :func:`gea_graph.bench.perf.data.real_graphs`) with the
+    positional encodings ``pe`` computed by the project's transforms, as one batch, and a note saying where the
+    graphs came from."""
+    from gea_graph.bench.perf.data import real_graphs
+    from gea_graph.transforms import parse_pe
+
+    graphs, note = real_graphs("Peptides-func", count)
+    transform = parse_pe(pe)
+    keep = ("x", "edge_index", "edge_attr", "y")
+    out = []
+    for g in graphs:
+        data = Data(**{k: g[k] for k in keep if k in g}, num_nodes=g.num_nodes)
+        if data.get("y") is None or data.y.numel() != 10:
+            data.y = torch.zeros(1, 10)  # labels do not change a step's cost
+        out.append(transform(data) if transform is not None else data)
+    return Batch.from_data_list(out), note
+
+
+def _training_step(recipe_name: str, batch: Batch) -> Callable[[], None]:
+    from gea_graph.models import build_model
+    from gea_graph.train.metrics import loss_fn, prepare, resolve_task
+    from gea_graph.train.recipe import load_recipe
+
+    recipe = load_recipe(recipe_name)
+    torch.manual_seed(0)
+    model = build_model(recipe.model).train()
+    criterion = loss_fn(resolve_task(recipe.model, recipe.trainer.loss, recipe.trainer.metric)[0])
+    opt = recipe.optim
+    optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                                  weight_decay=opt.weight_decay)
+    task = recipe.model.task
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        pred, target = prepare(model(batch), batch, task)
+        labelled: Tensor = ~torch.isnan(target)
+        criterion(pred[labelled], target[labelled]).backward()
+        optimizer.step()
+
+    return step
+
+
+def geanet_step_rows(settings: Settings) -> list[Row]:
+    r"""``MPNN+GEANet step [Peptides-func, batch 128]``: GCN+GEANet vs GCN training step (see the module doc)."""
+    from gea_graph.train.recipe import load_recipe
+
+    batch, note = peptides_batch(load_recipe(GEANET_RECIPE).data.pe, BATCH)
+    batch = batch.to(settings.device)
+    ours, reference = _training_step(GEANET_RECIPE, batch), _training_step(MPNN_RECIPE, batch)
+    if settings.quick:
+        settings = Settings(settings.device, True, repeats=min(settings.repeats, QUICK_REPEATS),
+                            warmup=min(settings.warmup, 1), train_steps=settings.train_steps,
+                            spd_graphs=settings.spd_graphs)
+    t_ours, t_ref = time_pair(ours, reference, settings)
+    notes = [(f"{GEANET_RECIPE} vs {MPNN_RECIPE}, {batch.num_graphs} graphs, {batch.num_nodes} nodes, "
+              f"median of {settings.repeats} interleaved steps"), note]
+    return [Row("MPNN+GEANet step [Peptides-func, batch 128]", t_ours * 1e3, t_ref * 1e3, "ms/step",
+                Target("<=", 1.4), "; ".join(filter(None, notes)))]
+
+
+def suite_recipes() -> tuple[str, ...]:
+    r"""The recipes of the ``peptides-func-cpu-30min`` suite."""
+    from gea_graph.bench.suites import get_suite
+
+    return get_suite(SUITE).recipes
+
+
+def _run(command: Sequence[str], label: str, out: str) -> int:
+    from gea_graph.bench.measure import measure
+
+    result = measure(label, command, out)
+    if result.exit_status != 0:
+        raise RuntimeError(f"{label} exited with {result.exit_status}: {' '.join(command)}")
+    return result.peak_rss_bytes
+
+
+def training_rss_rows(settings: Settings, recipes: Sequence[str] | None = None,
+                      overrides: Sequence[str] = ()) -> list[Row]:
+    r"""``Peptides-func training run · peak RSS``: the largest peak RSS of a short real training run of each recipe
+    (the suite's three by default), each in a fresh process (see the module doc). ``overrides`` go to every run
+    (the tests train tiny recipes with them)."""
+    from gea_graph.train.recipe import load_recipe, resolve_recipe
+
+    recipes = tuple(recipes or suite_recipes())
+    steps = QUICK_STEPS if settings.quick else None
+    peaks: dict[str, int] = {}
+    python = [sys.executable, "-m", "gea_graph"]
+    with tempfile.TemporaryDirectory(prefix="gea-graph-perf-rss-") as tmp:
+        for name in recipes:
+            recipe = load_recipe(resolve_recipe(name), list(overrides))
+            if recipe.data.name is not None:  # built first, in a process of its own: not in the peak
+                prepare = [*python, "data", "prepare", recipe.data.name]
+                if recipe.data.pe:
+                    prepare += ["--pe", recipe.data.pe]
+                if recipe.data.root:
+                    prepare += ["--root", str(recipe.data.root)]
+                if "depth" in recipe.data.options:
+                    prepare += ["--depth", str(recipe.data.options["depth"])]
+                subprocess.run(prepare, check=True, stdout=subprocess.DEVNULL)
+            subset = [f"data.subset={steps * recipe.trainer.batch_size}"] if steps else []
+            run_dir = os.path.join(tmp, recipe.name)
+            command = [*python, "train", name, "trainer.max_epochs=1", *subset, *overrides, "--out", run_dir,
+                       "--no-progress", "--threads", "1", "--accelerator", "cpu"]
+            peaks[recipe.name] = _run(command, recipe.name, run_dir)
+    mib = {name: peak / 2**20 for name, peak in peaks.items()}
+    size = f"{steps} steps" if steps else "one epoch"
+    note = f"{size} each, fresh process, 1 thread: " + ", ".join(f"{n} {v:.0f}" for n, v in mib.items())
+    return [Row("Peptides-func training run · peak RSS", max(mib.values()), None, "MiB",
+                Target("<=", 3072.0, on="ours"), note)]

@@ -1,0 +1,315 @@
+r"""Softmax attention on PyG's packed layout: every graph attends to its own nodes, with no padding.
+
+The queries, keys and values of a batch are packed as PyG packs node features: ``[sum N_i, H, D]``, graph ``i``
+owning rows ``ptr[i]:ptr[i+1]``. :func:`packed_attention` computes, per graph and head,
+
+.. math::
+    \mathbf{O}_i = \mathrm{Dropout}\big(\mathrm{softmax}(s\,\mathbf{Q}_i\mathbf{K}_i^\top)\big)\,\mathbf{V}_i
+
+doing :math:`\sum_i N_i^2` work instead of the padded batch's :math:`B\,N_{\max}^2`. The kernel depends on the
+device (:func:`packed_backend`):
+
+* **CPU** (``"cpu_flash"``): the custom operator ``gea_graph::packed_attention`` (:func:`torch.library.custom_op`)
+  whose forward and backward loop ATen's CPU flash-attention kernels over the graphs, unpadded: one call per graph
+  size (the graphs of one size gathered into one batched call; a size one graph has is a view, no copy; empty
+  graphs are skipped). With attention dropout in training (the flash kernel has none) it runs, graph by graph,
+  the explicit math of the flash kernel (scores, log-sum-exp, a Bernoulli keep mask drawn from a seed tensor, so
+  the backward redraws the same mask). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
+  graph break, no recompile per batch: shapes are those of ``q``) and :func:`torch.export`.
+* **CUDA** (chosen by dtype; *unverified on a GPU*: no GPU was lent while writing it, the CPU tests run the NJT
+  and FlexAttention code paths on CPU):
+
+  - float32 / float64, or any dtype with attention dropout: ``"njt"``, :func:`~torch.nn.functional.
+    scaled_dot_product_attention` on nested jagged tensors built from ``ptr`` (``max_seqlen`` given, so no host
+    sync); the memory-efficient kernel takes float32 and dropout.
+  - bfloat16 / float16 without dropout: ``"varlen"``, :func:`torch.nn.attention.varlen.varlen_attn` (flash
+    attention on ``cu_seqlens = ptr``).
+  - ``"flex"`` (asked for explicitly): :func:`~torch.nn.attention.flex_attention.flex_attention` with a block
+    mask built straight from ``ptr`` (:func:`block_mask_from_ptr`, :meth:`BlockMask.from_kv_blocks`; never an
+    :math:`N^2` ``create_block_mask``).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+#: The backends of :func:`packed_attention` (``"auto"`` picks one with :func:`packed_backend`).
+BACKENDS = ("auto", "cpu_flash", "njt", "varlen", "flex")
+
+
+def packed_backend(device_type: str, dtype: torch.dtype, dropout_p: float = 0.0) -> str:
+    r"""The kernel :func:`packed_attention` uses by default on ``device_type`` for ``dtype`` and attention dropout
+    probability ``dropout_p`` (a pure function, so that the choice is tested on any machine): ``"cpu_flash"`` on
+    CPU; on CUDA ``"varlen"`` for bfloat16/float16 without dropout, else ``"njt"``."""
+    if device_type == "cpu":
+        return "cpu_flash"
+    if dtype in (torch.bfloat16, torch.float16) and dropout_p == 0.0:
+        return "varlen"
+    return "njt"
+
+
+def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _generator(seed: Tensor | None) -> torch.Generator | None:
+    if seed is None:
+        return None
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _keep_mask(gen: torch.Generator, heads: int, n: int, dropout_p: float, dtype: torch.dtype) -> Tensor:
+    # 1 / (1 - p) on kept weights, 0 on dropped ones (as F.dropout)
+    keep = torch.empty(heads, n, n).bernoulli_(1.0 - dropout_p, generator=gen)
+    return keep.to(dtype).div_(1.0 - dropout_p)
+
+
+def _segments(ptr: Tensor) -> list[tuple[int, int]]:
+    bounds = ptr.tolist()
+    return [(s, e) for s, e in itertools.pairwise(bounds) if e > s]
+
+
+def _size_classes(ptr: Tensor) -> list[tuple[int, Tensor | int]]:
+    # The non-empty graphs by node count: (n, first row) for a size that one graph has, (n, rows [m * n]) for a size
+    # that m > 1 graphs share, which one batched kernel call then serves (the rows gathered; fewer, larger calls).
+    by_size: dict[int, list[int]] = {}
+    for s, e in _segments(ptr):
+        by_size.setdefault(e - s, []).append(s)
+    out: list[tuple[int, Tensor | int]] = []
+    for n, starts in by_size.items():
+        if len(starts) == 1:
+            out.append((n, starts[0]))
+        else:
+            out.append((n, (torch.tensor(starts).unsqueeze(1) + torch.arange(n)).view(-1)))
+    return out
+
+
+def _rows(t: Tensor, n: int, where: Tensor | int) -> Tensor:
+    # The rows of one size class as [m, H, n, D] (a view for a single graph, a gather for several)
+    if isinstance(where, int):
+        return t[where:where + n].unsqueeze(0).transpose(1, 2)
+    return t.index_select(0, where).view(-1, n, *t.shape[1:]).transpose(1, 2)
+
+
+def _put(dst: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
+    # value [m, H, n, D] into the rows of dst [N, H, D]
+    rows = value.transpose(1, 2).reshape(-1, *dst.shape[1:])
+    if isinstance(where, int):
+        dst[where:where + n].copy_(rows)
+    else:
+        dst.index_copy_(0, where, rows)
+
+
+def _lse_rows(lse: Tensor, n: int, where: Tensor | int) -> Tensor:
+    # [H, N] -> [m, H, n] (contiguous) for the rows of one size class
+    if isinstance(where, int):
+        return lse[:, where:where + n].unsqueeze(0).contiguous()
+    H = lse.size(0)
+    return lse.index_select(1, where).view(H, -1, n).transpose(0, 1).contiguous()
+
+
+def _put_lse(lse: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
+    # value [m, H, n] into lse [H, N]
+    if isinstance(where, int):
+        lse[:, where:where + n].copy_(value[0])
+    else:
+        lse.index_copy_(1, where, value.transpose(0, 1).reshape(lse.size(0), -1))
+
+
+@torch.library.custom_op("gea_graph::packed_attention", mutates_args=(), device_types="cpu")
+def _packed_attention_cpu(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float, dropout_p: float,
+                          seed: Tensor | None) -> tuple[Tensor, Tensor]:
+    N, H, D = q.shape
+    out = q.new_empty(N, H, D)
+    lse = q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
+    if dropout_p == 0.0:
+        for n, where in _size_classes(ptr):  # one flash call per graph size
+            o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
+            _put(out, n, where, o)
+            _put_lse(lse, n, where, m)
+        return out, lse
+    gen = _generator(seed)
+    for s, e in _segments(ptr):  # attention dropout: the flash kernel's math, one graph at a time
+        qg, kg, vg = (t[s:e].transpose(0, 1) for t in (q, k, v))  # [H, n, D]
+        scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale)
+        m = torch.logsumexp(scores, dim=-1)
+        weights = scores.sub_(m.unsqueeze(-1)).exp_().mul_(_keep_mask(gen, H, e - s, dropout_p, q.dtype))
+        out[s:e].copy_(torch.bmm(weights, vg).transpose(0, 1))
+        lse[:, s:e].copy_(m)
+    return out, lse
+
+
+@_packed_attention_cpu.register_fake
+def _(q, k, v, ptr, scale, dropout_p, seed):
+    N, H, D = q.shape
+    return q.new_empty(N, H, D), q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
+
+
+@torch.library.custom_op("gea_graph::packed_attention_backward", mutates_args=(), device_types="cpu")
+def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                                   ptr: Tensor, scale: float, dropout_p: float,
+                                   seed: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    N, H, D = q.shape
+    dq, dk, dv = (q.new_zeros(N, H, D) for _ in range(3))  # rows of empty graphs: none; keep zeros anyway
+    if dropout_p == 0.0:
+        for n, where in _size_classes(ptr):
+            grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
+                _rows(out, n, where), _lse_rows(lse, n, where), 0.0, False, scale=scale)
+            for acc, g in zip((dq, dk, dv), grads):
+                _put(acc, n, where, g)
+        return dq, dk, dv
+    gen = _generator(seed)
+    for s, e in _segments(ptr):  # the flash backward's math, with the forward's keep mask redrawn from the seed
+        qg, kg, vg, go = (t[s:e].transpose(0, 1) for t in (q, k, v, grad))  # [H, n, D]
+        probs = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale).sub_(lse[:, s:e].unsqueeze(-1)).exp_()
+        keep = _keep_mask(gen, H, e - s, dropout_p, q.dtype)
+        dv[s:e].copy_(torch.bmm((probs * keep).transpose(1, 2), go).transpose(0, 1))
+        dprobs = torch.bmm(go, vg.transpose(1, 2)).mul_(keep)
+        dscores = torch._softmax_backward_data(dprobs, probs, -1, probs.dtype).mul_(scale)
+        dq[s:e].copy_(torch.bmm(dscores, kg).transpose(0, 1))
+        dk[s:e].copy_(torch.bmm(dscores.transpose(1, 2), qg).transpose(0, 1))
+    return dq, dk, dv
+
+
+@_packed_attention_cpu_backward.register_fake
+def _(grad, q, k, v, out, lse, ptr, scale, dropout_p, seed):
+    return tuple(q.new_empty(q.shape) for _ in range(3))
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, ptr, scale, dropout_p, seed = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, ptr, seed)
+    ctx.scale, ctx.dropout_p = scale, dropout_p
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_out: Tensor, _grad_lse: Tensor | None):
+    q, k, v, out, lse, ptr, seed = ctx.saved_tensors
+    dq, dk, dv = _packed_attention_cpu_backward(grad_out.contiguous(), q, k, v, out, lse, ptr, ctx.scale,
+                                                ctx.dropout_p, seed)
+    return dq, dk, dv, None, None, None, None
+
+
+_packed_attention_cpu.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# CUDA backends (not run on a GPU yet; "njt" and "flex" forward are exercised on CPU by the tests)
+
+def _njt_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None, scale: float,
+                   dropout_p: float) -> Tensor:
+    def nested(t: Tensor) -> Tensor:  # [N, H, D] -> [B, H, j, D]
+        return torch.nested.nested_tensor_from_jagged(t.contiguous(), ptr, max_seqlen=max_num_nodes,
+                                                      min_seqlen=None).transpose(1, 2)
+
+    out = F.scaled_dot_product_attention(nested(q), nested(k), nested(v), dropout_p=dropout_p, scale=scale)
+    return out.transpose(1, 2).values()
+
+
+def _varlen_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int, scale: float) -> Tensor:
+    from torch.nn.attention.varlen import varlen_attn
+
+    cu = ptr.to(torch.int32)
+    return varlen_attn(q.contiguous(), k.contiguous(), v.contiguous(), cu, cu, max_num_nodes, max_num_nodes,
+                       scale=scale)
+
+
+def block_mask_from_ptr(ptr: Tensor, num_nodes: int, block_size: int = 128, batch: Tensor | None = None):
+    r"""The FlexAttention :class:`~torch.nn.attention.flex_attention.BlockMask` of "attend within your graph" for a
+    packed batch of ``num_nodes`` rows split by ``ptr``, built from ``ptr`` in :math:`O(N / \text{block})` work (no
+    :math:`N^2` ``create_block_mask``, no host sync). Graphs are contiguous, so the key blocks a query block needs
+    are one run: from the block of its first graph's first node to the block of its last graph's last node. Every
+    listed block is partial (the ``mask_mod`` compares graph ids)."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    device = ptr.device
+    blocks = -(-num_nodes // block_size)
+    if batch is None:
+        counts = ptr[1:] - ptr[:-1]
+        batch = torch.repeat_interleave(torch.arange(counts.numel(), device=device), counts,
+                                        output_size=num_nodes)
+    rows = torch.arange(blocks, device=device) * block_size
+    first_graph = batch[rows]
+    last_graph = batch[(rows + block_size).clamp(max=num_nodes) - 1]
+    lo = torch.div(ptr[first_graph], block_size, rounding_mode="floor")
+    hi = torch.div(ptr[last_graph + 1] - 1, block_size, rounding_mode="floor")
+    count = (hi - lo + 1).to(torch.int32)
+    indices = (lo.unsqueeze(1) + torch.arange(blocks, device=device)).clamp(max=blocks - 1).to(torch.int32)
+    graph_of = batch
+
+    def same_graph(b, h, q_idx, kv_idx):
+        return graph_of[q_idx] == graph_of[kv_idx]
+
+    return BlockMask.from_kv_blocks(count.view(1, 1, blocks), indices.view(1, 1, blocks, blocks),
+                                    BLOCK_SIZE=block_size, mask_mod=same_graph,
+                                    seq_lengths=(num_nodes, num_nodes))
+
+
+_COMPILED_FLEX: list = []
+
+
+def _flex_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float,
+                    batch: Tensor | None = None) -> Tensor:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    N = q.size(0)
+    mask = block_mask_from_ptr(ptr, N, batch=batch)
+    fn = flex_attention
+    if q.device.type != "cpu" and not torch.compiler.is_compiling():
+        # eager flex_attention materialises the scores; its fused kernel comes from compiling it (once)
+        if not _COMPILED_FLEX:
+            _COMPILED_FLEX.append(torch.compile(flex_attention, dynamic=True))
+        fn = _COMPILED_FLEX[0]
+    out = fn(*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), block_mask=mask, scale=scale)
+    return out[0].transpose(0, 1)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None = None,
+                     dropout_p: float = 0.0, scale: float | None = None, backend: str = "auto",
+                     batch: Tensor | None = None) -> Tensor:
+    r"""Per-graph softmax attention on packed rows (see the module doc).
+
+    Args:
+        q, k, v (torch.Tensor): :math:`[\sum N_i, H, D]` (any strides with a contiguous last axis, e.g. views of
+            one fused projection).
+        ptr (torch.Tensor): :math:`[B + 1]` long, graph ``i`` owns rows ``ptr[i]:ptr[i+1]`` (PyG's
+            ``batch.ptr``); empty graphs are allowed.
+        max_num_nodes (int, optional): The largest graph's node count (or a bound of it); the CUDA kernels need
+            it, and read it from ``ptr`` (a host sync) when it is not given.
+        dropout_p (float, optional): Dropout on the attention weights (pass ``0.0`` in evaluation).
+        scale (float, optional): Score scale (default :math:`1/\sqrt{D}`).
+        backend (str, optional): One of :data:`BACKENDS`; ``"auto"``: :func:`packed_backend`.
+        batch (torch.Tensor, optional): The batch vector, if at hand (``"flex"`` only).
+
+    Returns:
+        :math:`[\sum N_i, H, D]`.
+    """
+    if q.dim() != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
+        raise ValueError(f"packed_attention: q, k, v must be [sum N, H, D] alike, got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else float(scale)
+    if backend == "auto":
+        backend = packed_backend(q.device.type, q.dtype, dropout_p)
+    if backend not in BACKENDS:
+        raise ValueError(f"packed_attention: unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if backend == "cpu_flash":
+        seed = torch.randint(0, 2 ** 62, (), dtype=torch.long) if dropout_p > 0.0 else None
+        return _packed_attention_cpu(q, k, v, ptr, scale, float(dropout_p), seed)[0]
+    if max_num_nodes is None and backend != "flex":
+        max_num_nodes = int((ptr[1:] - ptr[:-1]).max()) if ptr.numel() > 1 else 0
+    if backend == "njt":
+        return _njt_attention(q, k, v, ptr, max_num_nodes, scale, dropout_p)
+    if dropout_p > 0.0:
+        raise ValueError(f"packed_attention: backend {backend!r} has no attention dropout; use 'njt'")
+    if backend == "varlen":
+        return _varlen_attention(q, k, v, ptr, max_num_nodes, scale)
+    return _flex_attention(q, k, v, ptr, scale, batch)

@@ -1,0 +1,72 @@
+r"""Bounding the resident memory of a CPU training run.
+
+A training step on CPU allocates and frees hundreds of tensors of a few to tens of MB whose sizes change with every
+mini-batch (the node and edge counts of the batch). glibc's allocator serves them from its heap and returns freed
+memory to the system only from the heap's top; the heap fragments, keeps growing, and a process whose step needs
+about 1 GiB held 4 GiB after one Peptides-func epoch and 7-12 GiB after 30 minutes, of which ~170 MiB were in use
+between steps (``mallinfo2``: the rest was free heap kept resident). Two measures bound it:
+
+* ``THP_MEM_ALLOC_ENABLE=1`` (set by the ``gea-graph`` command before torch is imported, unless the environment
+  sets it): PyTorch then page-aligns every allocation of 2 MiB or more and backs it by transparent huge pages, which
+  fragments the heap less (2.6 vs 4.0 GiB after 100 Peptides-func steps) and makes the steps ~5 % faster (fewer
+  TLB misses).
+* :class:`ReleaseFreeHeap`: every few training steps and around each evaluation, glibc's ``malloc_trim(0)`` hands
+  the free pages inside the heap back to the system (pages that are used again are faulted back in, so it runs every
+  :data:`TRIM_EVERY` steps rather than after each).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+
+#: Training steps between two releases of the free heap.
+TRIM_EVERY = 16
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+def release_free_heap() -> bool:
+    r"""Returns the free memory of the C heap to the system (glibc's ``malloc_trim(0)``); ``False`` where the C
+    library has no such call (not glibc), ``True`` otherwise."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+class ReleaseFreeHeap(Callback):
+    r"""Calls :func:`release_free_heap` every ``every`` training steps and before and after each validation (see the
+    module doc). On a GPU the tensors live in CUDA's caching allocator and the host heap stays small; the call is
+    then cheap and harmless."""
+
+    def __init__(self, every: int = TRIM_EVERY) -> None:
+        if every < 1:
+            raise ValueError(f"'every' must be >= 1, got {every}")
+        self.every = every
+        self.calls = 0
+
+    def _release(self) -> None:
+        if release_free_heap():
+            self.calls += 1
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if (batch_idx + 1) % self.every == 0:
+            self._release()
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._release()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._release()

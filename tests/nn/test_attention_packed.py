@@ -1,0 +1,299 @@
+"""Attention without padding: the packed softmax kernel and the size-grouped blocks equal the dense padded path
+(outputs and gradients, train and eval, empty and single-node graphs), trace under torch.compile / torch.export, and
+make no host sync when the sizes are given."""
+import numpy as np
+import pytest
+import torch
+from torch_geometric.utils import to_dense_batch
+
+from gea_graph.nn import GEAETLayer
+from gea_graph.nn.attention import ATTENTIONS, attention_resolver, from_dense, to_dense
+from gea_graph.nn.attention.packed import (
+    _packed_attention_cpu,
+    block_mask_from_ptr,
+    packed_attention,
+    packed_backend,
+)
+from gea_graph.nn.attention.plan import AttentionPlan, plan_groups
+from gea_graph.nn.compiling import DynamicCompiled
+from gea_graph.nn.sync_census import SyncCensus
+
+C, H = 16, 2
+#: Mixed sizes: empty graphs, single-node graphs, and sizes far apart (several blocks).
+SIZES = (3, 0, 1, 7, 5, 0, 2, 12, 1, 6, 6, 30, 4)
+
+
+def packed_batch(sizes=SIZES, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(sum(sizes), C, generator=g, dtype=dtype)
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    ptr = torch.tensor((0, ) + tuple(sizes)).cumsum(0)
+    return x, batch, ptr
+
+
+def make(name, dtype=torch.float32, **kw):
+    torch.manual_seed(0)
+    mod = attention_resolver(name, C, H, **kw).to(dtype)
+    with torch.no_grad():  # move off the plain-softmax inits so that every term matters
+        if name == "gfsa":
+            mod.w0.fill_(0.2)
+            mod.wK.copy_(torch.tensor([0.5, -0.7]))
+        if name == "agf":
+            mod.theta.copy_(torch.tensor([0.3, -0.5, 0.8]))
+    return mod
+
+
+def dense_reference(mod, x, batch, sizes, bias=None):
+    xd, mask = to_dense(x, batch, batch_size=len(sizes))
+    return from_dense(mod(xd, mask, bias), mask, x.size(0))
+
+
+def impls(name):
+    return ("auto", "grouped", "dense") + (("packed", ) if name == "softmax" else ())
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("name", ATTENTIONS)
+def test_packed_call_equals_dense_with_gradients(name, train):
+    # p-Laplacian's distances (|v_i|^2 + |v_j|^2 - 2 v_i.v_j) cancel: in float32 its output moves at the 1e-5 level
+    # with the GEMM's blocking (the block size), so it is compared in float64; the others in float32.
+    dtype = torch.float64 if name == "plaplacian" else torch.float32
+    x, batch, ptr = packed_batch(dtype=dtype)
+    for impl in impls(name):
+        mod = make(name, dtype, impl=impl).train(train)
+        ref_x = x.clone().requires_grad_()
+        ref = dense_reference(mod, ref_x, batch, SIZES)
+        g = torch.randn_like(ref)
+        ref_grads = torch.autograd.grad(ref, [ref_x, *mod.parameters()], g)
+        got_x = x.clone().requires_grad_()
+        plan = AttentionPlan(ptr, x.size(0))
+        got = mod(got_x, plan)
+        got_grads = torch.autograd.grad(got, [got_x, *mod.parameters()], g)
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5, msg=f"{name} {impl}")
+        for a, b in zip(got_grads, ref_grads):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=f"{name} {impl} gradient")
+        if name == "agf" and train:
+            torch.testing.assert_close(mod.aux_loss(), mod.aux_loss(), msg="aux loss")
+
+
+@pytest.mark.parametrize("name", [n for n in ATTENTIONS if n != "agf"])
+def test_plan_bias_equals_dense_bias_with_its_gradient(name):
+    x, batch, ptr = packed_batch(dtype=torch.float64)
+    B, N = len(SIZES), max(SIZES)
+    for impl in ("auto", "grouped", "dense"):
+        mod = make(name, torch.float64, impl=impl)
+        bias = torch.randn(B, H, N, N, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        bias[:, :, :, -1] = -1e30  # junk at padded keys (the largest graph has N nodes: a real key there too)
+        ref_bias = bias.clone().requires_grad_()
+        ref = dense_reference(mod, x, batch, SIZES, ref_bias)
+        got_bias = bias.clone().requires_grad_()
+        got = mod(x, AttentionPlan(ptr, x.size(0)).with_bias(got_bias))
+        torch.testing.assert_close(got, ref, msg=f"{name} {impl}")
+        g = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(got, got_bias, g)[0], torch.autograd.grad(ref, ref_bias, g)[0])
+
+
+def test_packed_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="'packed'.*GFSA"):
+        attention_resolver("gfsa", C, H, impl="packed")
+    with pytest.raises(ValueError, match="'packed'.*AGFAttention"):
+        attention_resolver("agf", C, H, impl="packed")
+    with pytest.raises(ValueError, match="attn_impl: 'padded'"):
+        attention_resolver("softmax", C, H, impl="padded")
+    x, _, ptr = packed_batch()
+    plan = AttentionPlan(ptr, x.size(0)).with_bias(torch.zeros(len(SIZES), H, 30, 30))
+    with pytest.raises(ValueError, match="'packed' takes no attention bias"):
+        attention_resolver("softmax", C, H, impl="packed")(x, plan)
+    assert attention_resolver("softmax", C, H).resolve_impl(plan) == "grouped"
+    with pytest.raises(ValueError, match="cannot apply an additive 'attn_bias'"):
+        attention_resolver("agf", C, H)(x, plan)
+
+
+@pytest.mark.parametrize("name", ATTENTIONS)
+def test_stored_and_returned_weights_keep_the_dense_layout(name):
+    x, batch, ptr = packed_batch()
+    mod = make(name)
+    xd, mask = to_dense(x, batch)
+    ref, ref_attn = mod(xd, mask, return_attention=True)
+    out, attn = mod(x, AttentionPlan(ptr, x.size(0)), return_attention=True)
+    torch.testing.assert_close(out, from_dense(ref, mask), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attn, ref_attn, atol=1e-5, rtol=1e-5)
+
+
+def test_packed_kernel_matches_a_loop_over_graphs_in_float64():
+    q, k, v = (torch.randn(sum(SIZES), H, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ptr = torch.tensor((0, ) + SIZES).cumsum(0)
+    out = packed_attention(q, k, v, ptr)
+    rows = []
+    for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+        a = torch.softmax(q[s:e].transpose(0, 1) @ k[s:e].permute(1, 2, 0) / 8 ** 0.5, -1)
+        rows.append((a @ v[s:e].transpose(0, 1)).transpose(0, 1))
+    ref = torch.cat(rows)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b)
+
+
+def test_packed_kernel_with_dropout_is_a_function_of_its_seed():
+    # gradcheck / opcheck: the backward redraws the forward's keep mask from the seed tensor
+    ptr = torch.tensor((0, ) + SIZES[:6]).cumsum(0)
+    q, k, v = (torch.randn(int(ptr[-1]), H, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    seed = torch.tensor(7)
+    assert torch.autograd.gradcheck(lambda a, b, c: _packed_attention_cpu(a, b, c, ptr, 0.5, 0.4, seed)[0],
+                                    (q, k, v))
+    torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.4, seed))
+    torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.0, None))
+    # the math: dropout on the softmax weights (kept ones scaled by 1 / (1 - p)), a mask per non-empty graph drawn
+    # in graph order from a generator seeded with the seed tensor
+    out = _packed_attention_cpu(q, k, v, ptr, 0.5, 0.4, seed)[0]
+    gen = torch.Generator().manual_seed(7)
+    rows = []
+    for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+        if e == s:
+            continue
+        a = torch.softmax(0.5 * q[s:e].transpose(0, 1) @ k[s:e].permute(1, 2, 0), -1)
+        keep = torch.empty(H, e - s, e - s).bernoulli_(0.6, generator=gen).double() / 0.6
+        rows.append(((a * keep) @ v[s:e].transpose(0, 1)).transpose(0, 1))
+    torch.testing.assert_close(out, torch.cat(rows))
+    assert not torch.allclose(out, packed_attention(q, k, v, ptr, scale=0.5))
+
+
+def test_backend_choice_by_device_and_dtype():
+    assert packed_backend("cpu", torch.float32) == "cpu_flash"
+    assert packed_backend("cpu", torch.bfloat16, 0.5) == "cpu_flash"
+    assert packed_backend("cuda", torch.float32) == "njt"
+    assert packed_backend("cuda", torch.bfloat16) == "varlen"
+    assert packed_backend("cuda", torch.float16) == "varlen"
+    assert packed_backend("cuda", torch.bfloat16, 0.1) == "njt"  # varlen has no dropout
+
+
+def test_cuda_backends_run_their_code_on_cpu():
+    # the nested-jagged path (fp32 on CUDA) runs on CPU's math kernel: forward and backward; FlexAttention has no
+    # CPU backward, so its block mask and forward are checked here
+    q, k, v = (torch.randn(sum(SIZES), H, 8, requires_grad=True) for _ in range(3))
+    ptr = torch.tensor((0, ) + SIZES).cumsum(0)
+    ref = packed_attention(q, k, v, ptr)
+    njt = packed_attention(q, k, v, ptr, max(SIZES), backend="njt")
+    torch.testing.assert_close(njt, ref, atol=1e-5, rtol=1e-5)
+    g = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad(njt, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    flex = packed_attention(q.detach(), k.detach(), v.detach(), ptr, backend="flex")
+    torch.testing.assert_close(flex, ref.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_block_mask_from_ptr_lists_exactly_the_blocks_a_graph_touches():
+    sizes = (5, 40, 1, 0, 70, 3, 9)
+    ptr = torch.tensor((0, ) + sizes).cumsum(0)
+    n, bs = int(ptr[-1]), 16
+    mask = block_mask_from_ptr(ptr, n, block_size=bs)
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    same = batch[:, None] == batch[None, :]
+    blocks = -(-n // bs)
+    padded = torch.zeros(blocks * bs, blocks * bs, dtype=torch.bool)
+    padded[:n, :n] = same
+    expected = padded.view(blocks, bs, blocks, bs).any(3).any(1)
+    assert torch.equal(mask.to_dense()[0, 0].bool(), expected)
+
+
+def test_group_plan_bounds_the_padded_work():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        counts = rng.integers(0, 200, size=int(rng.integers(1, 130)))
+        groups = plan_groups(counts, 1.2)
+        members = np.sort(np.concatenate(groups)) if groups else np.zeros(0, dtype=np.int64)
+        assert np.array_equal(members, np.flatnonzero(counts > 0))  # every non-empty graph exactly once
+        for g in groups:
+            n = counts[g]
+            assert len(g) == 1 or len(g) * int(n.max()) ** 2 <= 1.2 * float((n.astype(float) ** 2).sum())
+
+
+def test_layouts_gather_scatter_and_dense_layout_is_to_dense_batch():
+    x, batch, ptr = packed_batch()
+    plan = AttentionPlan(ptr, x.size(0))
+    dense = plan.layout(grouped=False)
+    ref, mask = to_dense_batch(x, batch, batch_size=len(SIZES))
+    (block, ) = dense.blocks
+    torch.testing.assert_close(dense.gather(x)[0], ref)
+    assert torch.equal(block.mask, mask)
+    grouped = plan.layout(grouped=True)
+    assert len(grouped.blocks) > 1 and grouped.work < dense.work
+    for layout in (dense, grouped):
+        assert torch.equal(layout.scatter(layout.gather(x)), x)
+    assert plan.layout(grouped=True) is grouped  # planned once, shared
+
+
+def test_no_host_sync_with_the_sizes_given():
+    x, batch, ptr = packed_batch()
+    counts = np.asarray(SIZES)
+    layer = GEAETLayer(C, heads=H, mpnn="gine", attn="softmax").train()
+    gfsa = make("gfsa")
+    edge_index = torch.zeros(2, 0, dtype=torch.long)
+    for mod_call in (lambda p: layer(x, edge_index, torch.zeros(0, C), batch, num_graphs=len(SIZES),
+                                     max_num_nodes=max(SIZES), plan=p)[0],
+                     lambda p: gfsa(x, p)):
+        with SyncCensus() as census:
+            plan = AttentionPlan(ptr, x.size(0), max(SIZES), node_counts=counts, batch=batch)
+            mod_call(plan).sum().backward()
+        assert census.count == 0, census.report()
+    with SyncCensus() as census:  # without counts the grouped plan reads them: one sync
+        gfsa(x, AttentionPlan(ptr, x.size(0)))
+    assert census.count == 1
+
+
+def test_packed_attention_compiles_once_for_a_stream_of_batches():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    mod = make("softmax")
+
+    def step(x, ptr):
+        return mod(x, AttentionPlan(ptr, x.size(0)))
+
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = DynamicCompiled(step, backend=counter)
+    graphs = None
+    for sizes in ((3, 5, 2), (7, 1, 4, 9), (5, ), (0, 3, 1), (10, 20, 3, 1, 1), (1, ), (0, )):
+        x, _, ptr = packed_batch(sizes)
+        x.requires_grad_()
+        out = compiled(x, ptr)
+        torch.testing.assert_close(out, step(x, ptr))
+        if out.numel():
+            out.sum().backward()
+        graphs = graphs or counter.frame_count
+        assert counter.frame_count == graphs, f"recompiled for sizes {sizes}"
+    assert torch._dynamo.explain(step)(x, ptr).graph_break_count == 0
+
+
+def test_packed_attention_exports():
+    mod = make("softmax")
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = mod
+
+        def forward(self, x, ptr):
+            return self.attn(x, AttentionPlan(ptr, x.size(0)))
+
+    x, _, ptr = packed_batch()
+    program = torch.export.export(Wrapper(), (x, ptr), dynamic_shapes={
+        "x": {0: torch.export.Dim("nodes")}, "ptr": {0: torch.export.Dim("graphs_plus_one")}})
+    assert "gea_graph.packed_attention" in str(program.graph)
+    x2, _, ptr2 = packed_batch((4, 9, 1), seed=1)
+    torch.testing.assert_close(program.module()(x2, ptr2), Wrapper()(x2, ptr2))
+
+
+def test_packed_softmax_runs_the_flash_kernel_without_any_mask():
+    # issue 20, finding 8: a float mask kept SDPA off its flash kernel; the packed path passes none
+    from torch.profiler import profile
+
+    x, _, ptr = packed_batch()
+    mod = make("softmax")
+    with profile() as prof:
+        mod(x.requires_grad_(), AttentionPlan(ptr, x.size(0))).sum().backward()
+    ops = {e.key for e in prof.key_averages()}
+    assert {"aten::_scaled_dot_product_flash_attention_for_cpu",
+            "aten::_scaled_dot_product_flash_attention_for_cpu_backward"} <= ops
+    assert not ops & {"aten::masked_fill", "aten::masked_fill_", "aten::_scaled_dot_product_attention_math"}

@@ -1,0 +1,62 @@
+"""``torch.compile`` in training: ``trainer.compile`` trains the same function as eager mode, and a compiled model
+(``DynamicCompiled``: dynamic shapes, sizes 0 and 1 not specialised) compiles once for a stream of batch sizes, a
+one-graph batch included."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from gea_graph.models.networks import host_sizes
+from gea_graph.nn.compiling import DynamicCompiled
+from gea_graph.train import GraphTask, RecipeError, fit, load_recipe, read_metrics, recipe_from_dict
+
+from .test_training import FAKE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+from test_model_recipes import synthetic_batch
+
+#: Batch compositions of the stream: graphs of mixed sizes, one-graph batches, a single-node graph among others.
+STREAM = ((5, 9, 7), (3, 12, 4, 8, 6), (11, ), (2, 30, 5, 1, 9, 14, 3), (3, ), (7, 4, 13))
+
+
+@pytest.mark.parametrize("name", ["geaet-zinc-quick", "graphormer-gfsa-zinc-cpu"])
+def test_one_compilation_serves_a_stream_of_batch_sizes(name):
+    torch._dynamo.reset()
+    recipe = load_recipe(name, ["model.hidden=16", "model.layers=1"])
+    torch.manual_seed(0)
+    model = GraphTask(recipe.to_dict()).model.train()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = DynamicCompiled(model, backend=counter)
+    first = None
+    for sizes in STREAM:
+        batch = synthetic_batch(recipe, sizes)
+        n_max = host_sizes(batch)["max_num_nodes"]
+        out = compiled(batch, max_num_nodes=n_max)
+        torch.testing.assert_close(out, model(batch, max_num_nodes=n_max), atol=1e-5, rtol=1e-5)
+        out.sum().backward()
+        first = first or counter.frame_count
+        assert counter.frame_count == first, f"{name}: compiled again for the batch of sizes {sizes}"
+    assert sum(len(g.graph.nodes) > 2 for g in counter.graphs) == 1  # one real graph: the model, whole
+
+
+def test_trainer_compile_trains_the_eager_function(tmp_path):
+    raw = {**FAKE, "model": {**FAKE["model"], "dropout": 0.0},
+           "trainer": {**FAKE["trainer"], "max_epochs": 1}}
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    fit(recipe_from_dict({**raw, "trainer": {**raw["trainer"], "compile": "aot_eager"}}, name="fake"),
+        tmp_path / "compiled", progress=False, verbose=False, accelerator="cpu", devices=1)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs  # the model ran compiled
+    fit(recipe_from_dict(raw, name="fake"), tmp_path / "eager", progress=False, verbose=False, accelerator="cpu",
+        devices=1)
+    compiled, eager = (read_metrics(tmp_path / run / "metrics.csv") for run in ("compiled", "eager"))
+    for a, b in zip(compiled, eager, strict=True):
+        for key in ("train_loss", "val", "test"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-5), key
+
+
+def test_trainer_compile_values_are_checked():
+    assert load_recipe("geaet-zinc-quick", ["trainer.compile=true"]).trainer.compile is True
+    with pytest.raises(RecipeError, match="trainer.compile: 'fastest' is not a torch.compile backend"):
+        load_recipe("geaet-zinc-quick", ["trainer.compile=fastest"])

@@ -1,0 +1,52 @@
+"""The free C heap is handed back to the system during training (gea_graph.train.memory)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gea_graph.train import fit, memory, recipe_from_dict
+
+FAKE = {
+    "data": {"cls": "torch_geometric.datasets.FakeDataset",
+             "options": {"num_graphs": 20, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2, "num_classes": 3}},
+    "model": {"family": "geaet", "task": "graph_classification", "out_channels": 3, "hidden": 8, "layers": 1,
+              "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2},
+    "optim": {"lr": 0.01, "schedule": "cosine"},
+    "trainer": {"max_epochs": 1, "batch_size": 2, "seeds": [0], "log_every_n_steps": 1},
+}
+
+
+def test_release_free_heap_on_glibc():
+    assert memory.release_free_heap() is (memory._malloc_trim() is not None)
+    if sys.platform.startswith("linux"):
+        assert memory._malloc_trim() is not None  # glibc (musl has no malloc_trim: then a no-op)
+
+
+def test_training_releases_the_heap_every_few_steps_and_around_validation(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    recipe = recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake")
+    callback = memory.ReleaseFreeHeap(every=4)
+    fit(recipe, tmp_path / "run", progress=False, verbose=False, accelerator="cpu", devices=1, callbacks=[callback])
+    # 16 training graphs at batch 2: 8 steps -> 2 releases, plus 2 around the validation; the run's own
+    # ReleaseFreeHeap (every TRIM_EVERY = 16 steps) releases around the validation only.
+    assert callback.calls == 2 + 2
+    assert len(calls) == callback.calls + 2
+    with pytest.raises(ValueError, match="every"):
+        memory.ReleaseFreeHeap(every=0)
+
+
+def test_cli_turns_on_huge_page_allocation_before_torch():
+    code = ("import os; os.environ.pop('THP_MEM_ALLOC_ENABLE', None); import gea_graph.cli, sys; "
+            "print(os.environ['THP_MEM_ALLOC_ENABLE'], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "False"]
+    kept = subprocess.run([sys.executable, "-c", "import gea_graph.cli, os; print(os.environ['THP_MEM_ALLOC_ENABLE'])"],
+                          capture_output=True, text=True, check=True, env={**__import__("os").environ,
+                                                                           "THP_MEM_ALLOC_ENABLE": "0"}).stdout
+    assert kept.strip() == "0"
