@@ -29,6 +29,7 @@ BAD = {
     checks.output_folder: ["", "{file}"],
     checks.output_file: lambda suffixes=(): ["", "{tmp}", *(["{tmp}/x.jpg"] if suffixes else [])],
     checks.input_file: ["", "{tmp}", "{tmp}/missing.ckpt"],
+    checks.text: ["", " ", "a\nb"],
     names.recipe_spec: ["nosuch", "", "{tmp}/missing.yaml"],
     names.recipe_list: ["", ",", "nosuch", "gin-tree-r2,nosuch"],
     checks.override: ["noequals", "=5", "1x=2"],
@@ -83,8 +84,9 @@ def checked_options():
                 for earlier in positionals[:positionals.index(action)]:
                     before.append(GOOD[earlier.type.check])
             for value in bad:
-                words = [*path, *before, value] if not action.option_strings else [*path, action.option_strings[0],
-                                                                                     value]
+                given = [value] * (action.nargs if isinstance(action.nargs, int) else 1)  # --bench DIR RECIPE: 2
+                words = [*path, *before, *given] if not action.option_strings else [*path, action.option_strings[0],
+                                                                                      *given]
                 cases.append(pytest.param(words, path, label, value, id=f"{' '.join(path)} {label} {value!r}"))
     return cases, unchecked
 
@@ -94,7 +96,8 @@ CASES, UNCHECKED = checked_options()
 
 def test_every_option_of_every_sub_command_has_a_check():
     walked = {" ".join(path) for path, _ in commands(build_parser())}
-    assert {"train", "bench", "data prepare", "data list", "info", "viz", "diagnose", "perf", "selfcheck"} <= walked
+    assert {"train", "bench", "data prepare", "data list", "info", "predict", "evaluate", "export", "viz", "diagnose",
+             "perf", "selfcheck"} <= walked
     assert not UNCHECKED, ("options without a check: give each `type=arg(gea_graph.checks.<check>)` (or `choices`), "
                            "and its check bad values in BAD:\n" + "\n".join(UNCHECKED))
     assert len(CASES) > 100

@@ -5,10 +5,10 @@ the ensemble of several) and writes the result to ``--out`` (JSON)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names, positive_int
 
 _EPILOG = """\
 examples:
@@ -25,12 +25,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("evaluate", help="score trained models on a dataset split (official evaluators)",
                                    description=__doc__, epilog=_EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", metavar="CKPT", help="training checkpoints")
-    parser.add_argument("--dataset", required=True, metavar="NAME", help="built-in dataset (e.g. zinc)")
-    parser.add_argument("--split", required=True, metavar="SPLIT", help="split to score (e.g. test)")
-    parser.add_argument("--root", default=None,
+    parser.add_argument("checkpoints", nargs="+", type=arg(checks.input_file), metavar="CKPT", help="training checkpoints")
+    parser.add_argument("--dataset", required=True, type=arg(names.dataset_name), metavar="NAME", help="built-in dataset (e.g. zinc)")
+    parser.add_argument("--split", required=True, type=arg(names.split_name), metavar="SPLIT", help="split to score (e.g. test)")
+    parser.add_argument("--root", default=None, type=arg(checks.output_folder), metavar="DIR",
                         help="data root (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)")
-    parser.add_argument("--out", default="evaluation.json", metavar="FILE.json",
+    parser.add_argument("--out", default="evaluation.json", type=arg(checks.output_file, suffixes=(".json",)),
+                        metavar="FILE.json",
                         help="where the result is written (default: evaluation.json)")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="graphs per forward pass (default: the recipe's evaluation batch size)")
@@ -41,16 +42,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gea_graph.cli.predict import load_models, resolve_device
-    from gea_graph.data.files import exclusive_temporary
+    from gea_graph.data.files import ensure_folder, write_json
     from gea_graph.inference.evaluate import evaluate, summary_lines
 
-    if Path(args.out).is_dir():
-        raise ValueError(f"--out {args.out!r} is a folder; give the JSON file to write")
     models = load_models(args.checkpoints, None, resolve_device(args.device))
     result = evaluate(models, args.dataset, args.split, args.root, args.batch_size)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_temporary(args.out) as tmp:
-        Path(tmp).write_text(json.dumps(result, indent=2) + "\n")
+    ensure_folder(Path(args.out).parent)
+    write_json(args.out, result)
     for line in summary_lines(result):
         print(line)
     print(f"wrote {args.out}")

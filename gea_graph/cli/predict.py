@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from gea_graph.cli import positive_int
+from gea_graph import checks
+from gea_graph.cli import arg, names, positive_int
 
 _EPILOG = """\
 examples:
@@ -30,31 +31,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "predict", help="predict with trained models (SMILES, a CSV or a dataset split)", description=__doc__,
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="*", metavar="CKPT",
+    parser.add_argument("checkpoints", nargs="*", type=arg(checks.input_file), metavar="CKPT",
                         help="training checkpoints (several: an ensemble), e.g. RUN/checkpoints/best.ckpt")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--smiles", nargs="+", metavar="S", help="molecules to predict")
-    source.add_argument("--csv", metavar="FILE", help="a CSV file (.csv or .csv.gz) with a SMILES column")
-    source.add_argument("--dataset", metavar="NAME", help="a built-in dataset (with --split), read from "
+    source.add_argument("--smiles", nargs="+", type=arg(checks.text), metavar="S", help="molecules to predict")
+    source.add_argument("--csv", type=arg(checks.input_file), metavar="FILE", help="a CSV file (.csv or .csv.gz) with a SMILES column")
+    source.add_argument("--dataset", type=arg(names.dataset_name), metavar="NAME", help="a built-in dataset (with --split), read from "
                         "$GEA_GRAPH_DATA (else ./datasets), never from a checkpoint's recipe")
-    parser.add_argument("--smiles-column", metavar="COL", help="the SMILES column of --csv")
-    parser.add_argument("--id-column", metavar="COL", help="a column of --csv copied to the output as each row's id "
+    parser.add_argument("--smiles-column", type=arg(checks.text), metavar="COL", help="the SMILES column of --csv")
+    parser.add_argument("--id-column", type=arg(checks.text), metavar="COL", help="a column of --csv copied to the output as each row's id "
                         "(default: the row number, column 'row')")
-    parser.add_argument("--split", metavar="SPLIT", help="the split of --dataset (e.g. test)")
-    parser.add_argument("--out", metavar="preds.csv", help="the output CSV file")
+    parser.add_argument("--split", type=arg(names.split_name), metavar="SPLIT", help="the split of --dataset (e.g. test)")
+    parser.add_argument("--out", type=arg(checks.output_file), metavar="preds.csv", help="the output CSV file")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="graphs per forward pass (default: the recipe's evaluation batch size)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the models run (default: auto = cuda when available)")
-    parser.add_argument("--embeddings", metavar="FILE.npy",
+    parser.add_argument("--embeddings", type=arg(checks.output_file, suffixes=(".npy",)), metavar="FILE.npy",
                         help="also write each graph's representation before the head, in input order (NaN rows "
                         "for invalid inputs; [N, d], or [N, M, d] for M checkpoints)")
     parser.add_argument("--strict", action="store_true", help="an invalid input is an error (exit code 2)")
-    parser.add_argument("--bench", nargs=2, metavar=("DIR", "RECIPE"),
+    parser.add_argument("--bench", nargs=2, type=arg(checks.text), metavar=("DIR", "RECIPE"),
                         help="the checkpoints of every complete seed of RECIPE in a gea-graph bench folder DIR")
     parser.add_argument("--individual", action="store_true",
                         help="also one column per model and target, <target>_model<k>")
-    parser.add_argument("--ogb-submission", metavar="DIR",
+    parser.add_argument("--ogb-submission", type=arg(checks.output_folder), metavar="DIR",
                         help="with --dataset pcqm4mv2 --split test-dev|test-challenge: write OGB's submission "
                         "file to DIR (PCQM4Mv2Evaluator.save_test_submission)")
     parser.set_defaults(func=run)
