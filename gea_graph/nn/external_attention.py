@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 from torch.nn import Linear, Module
 
+from gea_graph.nn import sync_census
+
 NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
 
@@ -34,8 +36,9 @@ _UNSHIFTED_RANGE = 62.0
 
 def _unshifted_is_exact(logits: Tensor) -> bool:
     # One pass and one host read: on CPU the read costs nothing, on a GPU (and under torch.compile)
-    # it would stall, so there the per-group shift is always taken.
-    if logits.device.type != "cpu" or torch.compiler.is_compiling():
+    # it would stall, so there the per-group shift is always taken (and while a sync census counts,
+    # so that it sees the GPU's path).
+    if logits.device.type != "cpu" or torch.compiler.is_compiling() or sync_census.counting():
         return False
     low, high = torch.aminmax(logits)
     return -_UNSHIFTED_RANGE <= float(low) and float(high) <= _UNSHIFTED_RANGE
