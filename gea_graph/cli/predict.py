@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         write_pcqm4mv2_submission,
     )
 
+    # the checked paths come as Paths; the writers name them in messages as typed
+    for key in ("out", "embeddings", "ogb_submission"):
+        if getattr(args, key) is not None:
+            setattr(args, key, str(getattr(args, key)))
     if args.csv is not None and args.smiles_column is None:
         raise ValueError("--csv needs --smiles-column COL (the column holding the SMILES)")
     for option, value in (("--smiles-column", args.smiles_column), ("--id-column", args.id_column)):

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
-from gea_graph.data.files import exclusive_temporary
+from gea_graph.data.files import atomic_write
 from gea_graph.inference.model import TrainedModel
 from gea_graph.models import build_model
 from gea_graph.train.metadata import installed_versions
@@ -236,6 +236,6 @@ def check_replay(program: Any, trained: TrainedModel, names: list[str]) -> float
 
 def save_export(program: Any, metadata: dict[str, Any], path: str | os.PathLike) -> str:
     r"""Writes the program and its metadata (``extra_files["gea_graph.json"]``) to :obj:`path`, atomically."""
-    with exclusive_temporary(path) as tmp, open(tmp, "wb") as f:
+    with atomic_write(path, "wb") as f:
         torch.export.save(program, f, extra_files={METADATA_FILE: json.dumps(metadata)})
     return str(path)

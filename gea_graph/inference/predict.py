@@ -33,7 +33,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gea_graph.data.featurizer import chunk_rows
-from gea_graph.data.files import exclusive_temporary
+from gea_graph.data.files import atomic_write, ensure_folder, move_into, temporary_folder
 from gea_graph.inference.inputs import InputChunk, graph_chunks, smiles_chunks
 from gea_graph.inference.model import TrainedModel, common_featurizer, read_smiles
 
@@ -151,18 +151,18 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
     summary = Summary()
     for path in (out, embeddings):
         if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            ensure_folder(Path(path).parent)
     with ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=source.total, unit="mol", desc="predict (read, featurise, predict)",
                                        leave=False,
                                        disable=not progress))
-        tmp = stack.enter_context(exclusive_temporary(out))
-        writer = csv.writer(stack.enter_context(open(tmp, "w", newline="")))
+        writer = csv.writer(stack.enter_context(atomic_write(out, "w", newline="")))
         writer.writerow(header)
         raw = None
         if embeddings is not None:
-            raw_path = stack.enter_context(tempfile.TemporaryDirectory(dir=Path(embeddings).parent or "."))
-            raw = stack.enter_context(open(Path(raw_path) / "embeddings.raw", "wb"))
+            # The values as they stream, in a file without a name (gone when closed, whatever happens) beside the
+            # output; the .npy header needs the final row count, so the file is written at the end.
+            raw = stack.enter_context(tempfile.TemporaryFile(dir=Path(embeddings).parent))
         width = None
         for chunk in source.chunks:
             texts: dict[int, Any] = {}
@@ -209,9 +209,8 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
                 width = _write_embeddings(raw, embs, chunk, width)
             bar.update(chunk.size)
         if raw is not None:
-            raw.flush()
             shape = (summary.predicted + summary.invalid,) + ((len(models),) if several else ()) + (width or 0,)
-            _finish_npy(Path(raw.name), embeddings, shape)
+            _finish_npy(raw, embeddings, shape)
     return summary
 
 
@@ -228,12 +227,15 @@ def _write_embeddings(raw: Any, embs: list[np.ndarray], chunk: InputChunk, width
     return d
 
 
-def _finish_npy(raw: Path, path: str | os.PathLike, shape: tuple[int, ...]) -> None:
-    r"""The ``.npy`` file of the streamed float32 values in :obj:`raw` (header, then the values copied in blocks)."""
-    with exclusive_temporary(path) as tmp, open(tmp, "wb") as f, open(raw, "rb") as values:
+def _finish_npy(raw: Any, path: str | os.PathLike, shape: tuple[int, ...]) -> None:
+    r"""The ``.npy`` file of the streamed float32 values in the open file :obj:`raw` (header, then the values
+    copied in blocks)."""
+    raw.flush()
+    raw.seek(0)
+    with atomic_write(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
                                                  "fortran_order": False, "shape": shape})
-        shutil.copyfileobj(values, f, 1 << 22)
+        shutil.copyfileobj(raw, f, 1 << 22)
 
 
 def bench_checkpoints(folder: str | os.PathLike, recipe: str) -> list[str]:
@@ -271,15 +273,11 @@ def write_pcqm4mv2_submission(values: np.ndarray, split: str, folder: str | os.P
                          f"split here has {y_pred.size:,} graphs (a replica or a subset is not OGB's split)")
     if np.isnan(y_pred).any():
         raise ValueError(f"--ogb-submission: {int(np.isnan(y_pred).sum())} {split} graphs have no prediction")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".submission-", dir=folder))
-    try:
-        PCQM4Mv2Evaluator().save_test_submission({"y_pred": y_pred}, str(staging), split)
-        (written,) = list(staging.iterdir())
+    folder = Path(ensure_folder(folder))
+    with temporary_folder(folder / ".submission") as staging:  # OGB writes into a folder of its choosing
+        PCQM4Mv2Evaluator().save_test_submission({"y_pred": y_pred}, staging, split)
+        (written,) = list(Path(staging).iterdir())
         target = folder / written.name
-        with exclusive_temporary(target) as tmp:
-            os.replace(written, tmp)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        move_into(written, target)
+    shutil.rmtree(folder / ".submission", ignore_errors=True)
     return target

@@ -127,6 +127,6 @@ def test_evaluate_errors(zinc_run, data_dir, tmp_path, capsys):
     ckpt = str(zinc_run / "checkpoints" / "best.ckpt")
     assert main(["evaluate", ckpt, "--dataset", "zinc", "--split", "nope", "--root", str(data_dir),
                  "--out", str(tmp_path / "e.json")]) == 2
-    assert "ZINC has splits ['train', 'val', 'test'], not 'nope'" in capsys.readouterr().err
+    assert "argument --split: 'nope' is not known" in capsys.readouterr().err
     assert main(["evaluate", ckpt, "--dataset", "zinc", "--split", "test", "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err

@@ -33,6 +33,7 @@ BATCH_SIZE = 256
 
 def zinc_checkpoint(folder: Path):
     r"""The rows' checkpoint, written in the format of a training checkpoint into :obj:`folder` and loaded back."""
+    from gea_graph.data.files import exclusive_temporary
     from gea_graph.inference import load_model
     from gea_graph.train import GraphTask, load_recipe
     from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
@@ -41,8 +42,9 @@ def zinc_checkpoint(folder: Path):
     torch.manual_seed(0)
     task = GraphTask(recipe.to_dict())
     path = folder / "geaet-zinc-ogb.ckpt"
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
-                RECORD_KEY: checkpoint_record(recipe)}, path)
+    with exclusive_temporary(path) as tmp:
+        torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                    RECORD_KEY: checkpoint_record(recipe)}, tmp)
     return load_model(path)
 
 
