@@ -73,15 +73,18 @@ class ShortestPathDistance(BaseTransform):
         num_edges = np.array([ei.shape[1] for ei in edges], dtype=np.int64)
         pairs = num_nodes * num_nodes
         for lo, hi in _pair_chunks(pairs):
+            # A chunk of one graph is written as int64 straight away and handed over without a copy; a
+            # chunk of many is cut into copies, so no graph's tensors keep the whole chunk alive.
+            single = hi - lo == 1
             spd, path = shortest_paths_many(num_nodes[lo:hi], np.concatenate(edges[lo:hi], axis=1),
-                                            num_edges[lo:hi], self.max_distance, self.max_path)
+                                            num_edges[lo:hi], self.max_distance, self.max_path, wide=single)
             ends = np.cumsum(pairs[lo:hi])
             for i, end in zip(range(lo, hi), ends):
                 n, begin = int(num_nodes[i]), end - pairs[i]
                 data = data_list[i]
                 data.spd_index = _pair_index(n)
-                data.spd = torch.from_numpy(spd[begin:end].astype(np.int64))
-                data.spd_path = torch.from_numpy(path[begin:end].astype(np.int64))
+                data.spd = torch.from_numpy(spd[begin:end].astype(np.int64, copy=not single))
+                data.spd_path = torch.from_numpy(path[begin:end].astype(np.int64, copy=not single))
         return data_list
 
     def arrays_many(self, num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray
@@ -111,22 +114,20 @@ class ShortestPathDistance(BaseTransform):
 def _pair_chunks(pairs: np.ndarray) -> list[tuple[int, int]]:
     """``(lo, hi)`` ranges of graphs: a range holds the graphs whose first pair falls in one
     :data:`MAX_CHUNK_PAIRS`-long stretch."""
+    if len(pairs) <= 1:  # no graph, or one (a chunk of its own whatever its size)
+        return [(0, len(pairs))] if len(pairs) else []
     chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
-    starts = np.flatnonzero(np.diff(chunk)) + 1
-    return list(zip(np.r_[0, starts].tolist(), np.r_[starts, len(pairs)].tolist())) if len(pairs) else []
+    bounds = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), len(pairs)]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _pair_index(n: int) -> torch.Tensor:
     """All ordered pairs ``(s, t)`` of ``n`` nodes, row-major, as ``[2, n * n]`` long."""
-    nodes = np.arange(n, dtype=np.int64)
-    index = np.empty((2, n, n), dtype=np.int64)
-    index[0] = nodes[:, None]
-    index[1] = nodes[None, :]
-    return torch.from_numpy(index.reshape(2, n * n))
+    return torch.from_numpy(np.indices((n, n), dtype=np.int64).reshape(2, n * n))
 
 
 def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray,
-                        max_distance: int, max_path: int) -> tuple[np.ndarray, np.ndarray]:
+                        max_distance: int, max_path: int, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
     r"""Capped hop distances and shortest-path edge ids of all node pairs of many graphs at once.
 
     The graphs come concatenated: graph :math:`g` has :math:`N_g` = ``num_nodes[g]`` nodes and
@@ -144,10 +145,15 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
       through the first neighbour :math:`v` (ascending) with :math:`d(v, t) = d(u, t) - 1`; a step
       :math:`(u, v)` takes the id of a stored edge :math:`(u, v)`, else of its reverse (the last
       one among duplicates).
+    - ``wide``: both outputs as int64 instead (the dtype of the transform's tensors), written so
+      directly.
 
     All graphs are handled by the same whole-array numpy calls (no loop over graphs, nodes or pairs):
-    a breadth-first search on bitsets (:func:`hop_distances`), then ``max_path`` gathers over pair
-    states (:func:`_next_steps`). The results of a graph do not depend on the other graphs.
+    a breadth-first search on bitsets (:func:`hop_distances`), the first step of every pair
+    (:func:`_next_steps`), then one gather per further step: the :math:`k`-th edge from :math:`s`
+    towards :math:`t` is the :math:`(k-1)`-th from the first step's end :math:`v` towards :math:`t`,
+    so column :math:`k` of the paths is column :math:`k - 1` read at the pairs :math:`(v, t)`.
+    The results of a graph do not depend on the other graphs.
     """
     num_nodes = np.asarray(num_nodes, dtype=np.int64).reshape(-1)
     num_edges = np.asarray(num_edges, dtype=np.int64).reshape(-1)
@@ -156,24 +162,23 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     nbr, nbr_edge = neighbour_slots(edge_index, num_nodes, num_edges)
     dist, diameter = hop_distances(nbr, num_nodes)
 
-    # Cap through a lookup table; the unreachable marker (the dtype's maximum) maps past it.
+    # Cap; the unreachable marker (the dtype's maximum, above every finite distance) maps past the cap.
     marker = np.iinfo(dist.dtype).max
-    cap = np.minimum(np.arange(marker + 1, dtype=np.int64), max_distance)
-    cap[marker] = max_distance + 1
-    spd = np.take(cap.astype(np.min_scalar_type(max_distance + 1)), dist)
+    spd_dtype = np.int64 if wide else np.min_scalar_type(max_distance + 1)
+    spd = np.minimum(dist, min(max_distance, marker), out=np.empty(dist.shape, spd_dtype), casting="unsafe")
+    np.copyto(spd, max_distance + 1, where=dist == marker)
 
-    # Past the longest finite distance every path is padding: walk no further.
     edge_dtype = np.int16 if num_edges.max(initial=0) < np.iinfo(np.int16).max else np.int32
-    path = np.full((dist.size, max_path), -1, dtype=edge_dtype)
+    # Past the longest finite distance every path is padding: walk no further.
     steps = min(max_path, diameter)
+    path = np.empty((dist.size, max_path), dtype=np.int64 if wide else edge_dtype)
+    path[:, steps:] = -1
     if steps:
-        step_to, step_edge = _next_steps(dist, nbr, nbr_edge.astype(edge_dtype), num_nodes)
-        path[:, 0] = step_edge
-        state = step_to
+        step_to, column = _next_steps(dist, nbr, nbr_edge.astype(edge_dtype), num_nodes)
+        path[:, 0] = column
         for step in range(1, steps):
-            path[:, step] = np.take(step_edge, state, mode="clip")
-            if step + 1 < steps:
-                state = np.take(step_to, state, mode="clip")
+            column = np.take(column, step_to)
+            path[:, step] = column
     return spd, path
 
 
@@ -213,9 +218,13 @@ def neighbour_slots(edge_index: np.ndarray, num_nodes: np.ndarray,
     :math:`(u, v)`, else of the reverse :math:`(v, u)`; among duplicates the last one wins.
     Self-loops are dropped."""
     m = int(num_nodes.sum())
-    edge_graph = np.repeat(np.arange(num_nodes.size), num_edges)
-    src, dst = edge_index + (np.cumsum(num_nodes) - num_nodes)[edge_graph]
-    ids = np.arange(src.size, dtype=np.int64) - (np.cumsum(num_edges) - num_edges)[edge_graph]
+    if num_nodes.size == 1:  # one graph: its ids are the global ones
+        src, dst = edge_index
+        ids = np.arange(src.size, dtype=np.int64)
+    else:
+        edge_graph = np.repeat(np.arange(num_nodes.size), num_edges)
+        src, dst = edge_index + (np.cumsum(num_nodes) - num_nodes)[edge_graph]
+        ids = np.arange(src.size, dtype=np.int64) - (np.cumsum(num_edges) - num_edges)[edge_graph]
     # Reverse steps first, so that after reversing the order the forward (and last) copy of a
     # step comes first and np.unique's first index picks it.
     keys = np.concatenate([dst * m + src, src * m + dst])[::-1]
@@ -246,17 +255,26 @@ def hop_distances(nbr: np.ndarray, num_nodes: np.ndarray) -> tuple[np.ndarray, i
     not :math:`\sum_g N_g^2` work. Afterwards the binary digits of every distance are read off the
     balls and unpacked once.
     """
-    m = nbr.shape[0]
-    size = np.repeat(num_nodes, num_nodes)  # N_g of each node's graph
-    local = np.arange(m) - np.repeat(np.cumsum(num_nodes) - num_nodes, num_nodes)
-    # Word w of node u's ball lies at word_off[u] + w.
-    words = (size + 63) >> 6
-    word_off = np.cumsum(words) - words
-    num_words = int(words.sum())
-    word_node = np.repeat(np.arange(m), words)
-    word_pos = np.arange(num_words) - word_off[word_node]
-    # [D, words], contiguous: the OR-reduce runs over its rows.
-    gather = np.ascontiguousarray(word_off[nbr[word_node]].T + word_pos)
+    m, width = nbr.shape
+    one_size = _one_size(num_nodes)
+    # Word w of node u's ball lies at word_off[u] + w; gather [D, words], contiguous: the OR-reduce
+    # runs over its rows.
+    if one_size:  # every ball has the same number of words: plain strides
+        n = int(num_nodes[0])
+        words = (n + 63) >> 6
+        num_words = m * words
+        local = np.arange(m) % n if num_nodes.size > 1 else np.arange(m)
+        word_off = np.arange(0, num_words, words)
+        gather = (nbr.T[:, :, None] * words + np.arange(words)).reshape(width, num_words)
+    else:
+        size = np.repeat(num_nodes, num_nodes)  # N_g of each node's graph
+        local = np.arange(m) - np.repeat(np.cumsum(num_nodes) - num_nodes, num_nodes)
+        word_count = (size + 63) >> 6
+        word_off = np.cumsum(word_count) - word_count
+        num_words = int(word_count.sum())
+        word_node = np.repeat(np.arange(m), word_count)
+        word_pos = np.arange(num_words) - word_off[word_node]
+        gather = np.ascontiguousarray(word_off[nbr[word_node]].T + word_pos)
     # balls[r]: the balls of radius r (a diameter is below N_g; past 256 levels the stack grows by
     # doubling, so that a big graph does not reserve N_g levels for a whole chunk). The fixed point
     # is checked every 4 levels.
@@ -298,9 +316,9 @@ def hop_distances(nbr: np.ndarray, num_nodes: np.ndarray) -> tuple[np.ndarray, i
     # Bit b of node u's word w is the pair (u, 64 w + b), a pair of u's graph where 64 w + b < N_g;
     # the kept bits, in order, are the pairs row-major, graph after graph. (Where all graphs have
     # one size, e.g. a single graph, that is a column slice.)
-    if _one_size(num_nodes):
+    if one_size:
         def pairs_of(plane: np.ndarray) -> np.ndarray:
-            return plane.reshape(m, -1)[:, :num_nodes[0]]
+            return plane.reshape(m, -1)[:, :n]
     else:
         keep = (word_pos << 6)[:, None] + np.arange(64) < size[word_node][:, None]
 
@@ -332,6 +350,21 @@ def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
     taken (``[P]``, ``nbr_edge``'s dtype). The first neighbour slot one hop closer wins; finished and
     unreachable pairs stay put on edge :obj:`-1`."""
     m, width = nbr.shape
+    closer = dist - 1  # wraps 0 to the unreachable marker, which no neighbour's distance equals
+    choice = np.full(dist.size, width, dtype=np.uint8 if width < 255 else np.int64)  # width: stay
+    edge = np.concatenate([nbr_edge, np.full((m, 1), -1, dtype=nbr_edge.dtype)], axis=1)
+    if _one_size(num_nodes):
+        # The pairs form an [M, N] matrix and pair (v, t) lies at v * N + t: whole rows are gathered,
+        # and a step is a lookup of the row start by (u, slot) plus t.
+        n = int(num_nodes[0])
+        dist, closer, choice = (a.reshape(m, n) for a in (dist, closer, choice))
+        for j in range(width - 1, -1, -1):
+            np.copyto(choice, j, where=dist[nbr[:, j]] == closer)
+        pick = np.arange(0, m * (width + 1), width + 1)[:, None] + choice
+        row = np.concatenate([nbr, np.arange(m)[:, None]], axis=1) * n
+        step_to = np.take(row, pick, mode="clip")
+        step_to += np.arange(n)
+        return step_to.reshape(-1), np.take(edge, pick, mode="clip").reshape(-1)
     size = np.repeat(num_nodes, num_nodes)
     local = np.arange(m) - np.repeat(np.cumsum(num_nodes) - num_nodes, num_nodes)
     # Pair (u, t) lies at row[u] + t, so a step to v moves pair state p to p + row[v] - row[u];
@@ -340,22 +373,13 @@ def _next_steps(dist: np.ndarray, nbr: np.ndarray, nbr_edge: np.ndarray,
     shift = np.zeros((m, width + 1), dtype=np.int64)
     shift[:, :width] = row[nbr] - row[:, None]
     pairs = np.arange(dist.size)
-    closer = dist - 1  # wraps 0 to the unreachable marker, which no neighbour's distance equals
-    choice = np.full(dist.size, width, dtype=np.uint8 if width < 255 else np.int64)  # width: stay
-    if _one_size(num_nodes):  # the pairs form an [M, N] matrix: gather whole rows (faster)
-        dist, closer, choice = (a.reshape(m, -1) for a in (dist, closer, choice))
-        for j in range(width - 1, -1, -1):
-            np.copyto(choice, j, where=dist[nbr[:, j]] == closer)
-        choice = choice.reshape(-1)
-    else:
-        shift_cols = np.ascontiguousarray(shift.T)
-        for j in range(width - 1, -1, -1):
-            state = np.repeat(shift_cols[j], size)
-            state += pairs
-            np.copyto(choice, j, where=np.take(dist, state) == closer)
+    shift_cols = np.ascontiguousarray(shift.T)
+    for j in range(width - 1, -1, -1):
+        state = np.repeat(shift_cols[j], size)
+        state += pairs
+        np.copyto(choice, j, where=np.take(dist, state) == closer)
     pick = np.repeat(np.arange(0, m * (width + 1), width + 1), size)
     pick += choice
     step_to = np.take(shift, pick, mode="clip")
     step_to += pairs
-    edge = np.concatenate([nbr_edge, np.full((m, 1), -1, dtype=nbr_edge.dtype)], axis=1)
     return step_to, np.take(edge, pick, mode="clip")
