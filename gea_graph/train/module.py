@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import lightning as L
@@ -97,7 +97,8 @@ class GraphTask(L.LightningModule):
 
     Every epoch runs the validation and the test loader (``dataloader_idx`` 0 and 1), computes both metrics with
     torchmetrics (synchronised across processes under DDP) and appends a row to :attr:`history` (also saved in the
-    checkpoints, so a resumed run keeps it). :meth:`best` is the row of the best validation metric.
+    checkpoints, so a resumed run keeps it). :meth:`best` is the row of the best validation metric. Lightning's test
+    stage evaluates the training split (``trainer.eval_train``: the metric into :attr:`train_result`).
 
     Args:
         recipe (dict): The recipe as plain types (:meth:`Recipe.to_dict`), stored as the checkpoint's
@@ -117,6 +118,9 @@ class GraphTask(L.LightningModule):
         self.task = self.recipe.model.task
         self.val_metric = make_metric(self.metric_name, self.recipe.model)
         self.test_metric = make_metric(self.metric_name, self.recipe.model)
+        self.train_metric = make_metric(self.metric_name, self.recipe.model)  # trainer.eval_train's
+        #: ``(metric, further values)`` of the training split after :meth:`on_test_epoch_end` (else ``None``)
+        self.train_result: tuple[float, dict[str, float]] | None = None
         # nan_strategy "disable": no NaN check (a host sync per step); a NaN loss shows as a NaN epoch loss
         self.train_loss = torchmetrics.MeanMetric(nan_strategy="disable")
         self.history: list[dict[str, float]] = []
@@ -178,7 +182,7 @@ class GraphTask(L.LightningModule):
         return total
 
     # -- evaluation -----------------------------------------------------------------------------------------------
-    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+    def _update_metric(self, metric: torchmetrics.Metric, batch) -> None:
         pred, target = prepare(self(batch), batch, self.task)
         if self.metric_name == "ap":  # missing labels -> ignore_index of the multi-label AP (per label, as OGB)
             target = target.nan_to_num(-1.0) if target.is_floating_point() else target
@@ -186,18 +190,24 @@ class GraphTask(L.LightningModule):
             pred, target = labelled(pred, target, self.task)
         if target_count(target) == 0:
             return
-        metric = self.val_metric if dataloader_idx == 0 else self.test_metric
         metric.update(*metric_input(self.metric_name, pred, target))
+
+    def _compute_metric(self, metric: torchmetrics.Metric, more: Iterable[str]) -> tuple[float, dict[str, float]]:
+        # Under DDP, compute() gathers from every process: all of them must call it, or none (a process whose shard
+        # had no labelled target must still join the others).
+        updated = self.trainer.strategy.reduce_boolean_decision(bool(metric.update_count), all=False)
+        values = metric_values(self.metric_name, metric.compute()) if updated else \
+            (float("nan"), dict.fromkeys(more, float("nan")))
+        metric.reset()
+        return values
+
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._update_metric(self.val_metric if dataloader_idx == 0 else self.test_metric, batch)
 
     def on_validation_epoch_end(self) -> None:
         val, val_more = metric_values(self.metric_name, self.val_metric.compute())
-        # Under DDP, compute() gathers from every process: all of them must call it, or none (a process whose test
-        # shard had no labelled target must still join the others).
-        any_test = self.trainer.strategy.reduce_boolean_decision(bool(self.test_metric.update_count), all=False)
-        test, test_more = (metric_values(self.metric_name, self.test_metric.compute())
-                           if any_test else (float("nan"), dict.fromkeys(val_more, float("nan"))))
         self.val_metric.reset()
-        self.test_metric.reset()
+        test, test_more = self._compute_metric(self.test_metric, val_more)
         if self.trainer.sanity_checking:
             return
         train_loss = float(self.train_loss.compute()) if self.train_loss.update_count else float("nan")
@@ -210,6 +220,17 @@ class GraphTask(L.LightningModule):
         self.history.append(row)
         # the values are already the same in every process (torchmetrics gathered them): max keeps them exact
         self.log_dict({"val/metric": val, "test/metric": test}, prog_bar=True, sync_dist=True, reduce_fx="max")
+
+    # Lightning's test stage is not the test split (validated every epoch, above): it evaluates the training split
+    # once after training, with the selected checkpoint (trainer.eval_train; gea_graph.train.run.evaluate_train).
+    def on_test_epoch_start(self) -> None:
+        self.train_result = None
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._update_metric(self.train_metric, batch)
+
+    def on_test_epoch_end(self) -> None:
+        self.train_result = self._compute_metric(self.train_metric, ())
 
     def best(self) -> dict[str, float] | None:
         r"""The history row with the best validation metric (first on ties), or ``None`` before any epoch."""

@@ -257,6 +257,10 @@ class TrainerConfig:
             size-grouped attentions then run on the padded batch): ``true`` (the ``inductor`` backend) or the name of
             a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). The same function as
             in eager mode.
+        eval_train: After training, also evaluate the selected (best-validation) checkpoint on the training split,
+            in eval mode, and write the metric to ``result.json`` as ``train``: what the bottleneck benchmark
+            (TreeNeighbourMatch, Alon & Yahav 2021) reports, as a model's ability to fit the training set. One more
+            pass over the training set, so off by default; it changes neither the model nor its training.
     """
 
     max_epochs: int = 100
@@ -271,6 +275,7 @@ class TrainerConfig:
     metric: str = "auto"
     log_every_n_steps: int = 50
     compile: bool | str = False
+    eval_train: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.compile, str):

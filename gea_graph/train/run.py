@@ -7,7 +7,8 @@ A run directory holds::
     checkpoints/last.ckpt     the last finished epoch (``--resume`` continues from it)
     metrics.csv               one row per epoch: train loss, validation and test metric, lr, seconds
     logs/                     Lightning's CSV log (and TensorBoard's, when asked for)
-    result.json               the summary, written once the run is complete
+    result.json               the summary, written once the run is complete (with trainer.eval_train, the selected
+                              checkpoint's metric on the training split too: ``train``)
     .lock                     held by the process training into the directory (its pid, host and start time)
 
 One process at a time trains into a run directory (:func:`run_lock`). A resumed run must have the recipe its
@@ -61,7 +62,8 @@ RECIPE_FILE = "recipe.yaml"
 LOCK_FILE = ".lock"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
 RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
-                     "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "model.attn_impl")
+                     "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.eval_train",
+                     "model.attn_impl")
 
 
 class RunLockError(LockError):
@@ -412,11 +414,29 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> dict[str, Any]:
-    r"""The run summary (the row of ``results.csv``)."""
+def evaluate_train(trainer: L.Trainer, module: GraphTask, checkpoint: ModelCheckpoint,
+                   loader: torch.utils.data.DataLoader) -> tuple[float, dict[str, float]]:
+    r"""``(metric, further values)`` of the selected checkpoint (``best.ckpt``, the best validation epoch) on the
+    training split, in eval mode (``trainer.eval_train``): deterministic and read like the test metric, unlike the
+    running accuracy of the training epochs. Every process of a distributed run takes part (``loader`` shares the
+    split out, each graph counted once). Lightning's test stage runs it; the module's history is kept (loading the
+    checkpoint would roll it back to the best epoch)."""
+    if not checkpoint.best_model_path or not os.path.isfile(checkpoint.best_model_path):
+        return math.nan, {}  # no epoch with a finite validation metric: nothing was selected
+    history = module.history
+    try:
+        trainer.test(module, loader, ckpt_path=checkpoint.best_model_path, verbose=False)
+    finally:
+        module.history = history
+    return module.train_result or (math.nan, {})
+
+
+def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int,
+              train: tuple[float, dict[str, float]] | None = None) -> dict[str, Any]:
+    r"""The run summary (the row of ``results.csv``); ``train``: :func:`evaluate_train`'s, when it ran."""
     best = module.best() or {}
     history = module.history
-    return {
+    result = {
         "recipe": recipe.name, "dataset": recipe.data.label, "seed": seed, "params": params,
         "metric": module.metric_name, "higher_is_better": module.higher_is_better,
         "epochs": len(history), "best_epoch": int(best["epoch"]) if best else -1,
@@ -426,6 +446,9 @@ def summarize(module: GraphTask, recipe: Recipe, seed: int, params: int) -> dict
         "test_more": {k[5:]: v for k, v in best.items() if k.startswith("test_")},
         "val_more": {k[4:]: v for k, v in best.items() if k.startswith("val_")},
     }
+    if train is not None:  # trainer.eval_train: the selected checkpoint on the training split
+        result.update(train=train[0], train_more=train[1])
+    return result
 
 
 def setup_summary(trainer: L.Trainer, recipe: Recipe) -> dict[str, Any]:
@@ -572,9 +595,16 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
             print(f"{recipe.name}: params: {params}", flush=True)
     start = time.perf_counter()
     trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resuming else None)
-    if trainer.interrupted or not trainer.is_global_zero:
+    if trainer.interrupted:
         return None
-    if pause is not None and pause.stopped:
+    paused = pause is not None and pause.stopped
+    train = None
+    if tr.eval_train and module.history and not paused:  # every process: the split is sharded among them
+        train = evaluate_train(trainer, module, checkpoint,
+                               make_loader(splits["train"], eval_bs, num_workers=workers, pin_memory=cuda))
+    if not trainer.is_global_zero:
+        return None
+    if paused:
         raise RunPaused(f"{out}: stopped after {stop_after:g} minutes at the end of epoch {len(module.history)} "
                         f"(checkpoints written); continue it with --resume")
     if not module.history:  # a result of no epoch would count as a complete run, with NaN metrics
@@ -582,12 +612,13 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
             "before the run was stopped"
         raise NoEpochError(f"no epoch finished {why}; {out} holds no result: raise the cap, then run again with "
                            f"--resume")
-    result = summarize(module, recipe, seed, params)
+    result = summarize(module, recipe, seed, params, train)
     result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
     write_json(out / RESULT_FILE, result)
     if verbose:
+        train_text = f", train {result['train']:.4f}" if "train" in result else ""
         print(f"{recipe.name} seed {seed}: best epoch {result['best_epoch']}, val {module.metric_name} "
-              f"{result['val']:.4f}, test {result['test']:.4f}, params: {params}", flush=True)
+              f"{result['val']:.4f}, test {result['test']:.4f}{train_text}, params: {params}", flush=True)
     return result
 
 

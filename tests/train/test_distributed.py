@@ -208,9 +208,10 @@ TINY_GEAET = ["model.hidden=16", "model.layers=2", "model.heads=2", "model.gea_h
 def test_readme_ddp_command_trains_zinc_on_two_processes_counting_every_graph_once(zinc, shared_data_root,
                                                                                     tmp_path):
     # The README's `gea-graph train geaet-zinc --devices 4 --strategy ddp`, on 2 CPU processes (gloo) and a tiny
-    # model: 33 validation graphs, an odd number that a DistributedSampler would pad with a repeated graph.
+    # model: 33 validation graphs, an odd number that a DistributedSampler would pad with a repeated graph. With
+    # trainer.eval_train, the best checkpoint's metric on the (sharded) training split too.
     out = tmp_path / "run"
-    overrides = [*ZINC_DATA, *TINY_GEAET, f"data.root={shared_data_root}"]
+    overrides = [*ZINC_DATA, *TINY_GEAET, f"data.root={shared_data_root}", "trainer.eval_train=true"]
     proc = run_cli(["train", "geaet-zinc", *overrides, "--out", str(out), "--accelerator", "cpu", "--devices", "2",
                     "--strategy", "ddp", "--threads", "1", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -223,13 +224,15 @@ def test_readme_ddp_command_trains_zinc_on_two_processes_counting_every_graph_on
     task = GraphTask(ckpt["hyper_parameters"]["recipe"])
     task.load_state_dict(ckpt["state_dict"])
     task.eval()
-    val = load_datasets(load_recipe("geaet-zinc", overrides).data)["val"]
-    assert len(val) == 33
-    metric = task.val_metric
-    with torch.no_grad():
-        for batch in make_loader(val, 6):
-            metric.update(*metric_input(task.metric_name, *prepare(task.model(batch), batch, task.task)))
-    assert float(metric.compute()) == pytest.approx(result["val"], rel=1e-5)
+    splits = load_datasets(load_recipe("geaet-zinc", overrides).data)
+    assert len(splits["val"]) == len(splits["train"]) == 33
+    for split in ("val", "train"):
+        metric = task.val_metric
+        metric.reset()
+        with torch.no_grad():
+            for batch in make_loader(splits[split], 6):
+                metric.update(*metric_input(task.metric_name, *prepare(task.model(batch), batch, task.task)))
+        assert float(metric.compute()) == pytest.approx(result[split], rel=1e-5), split
 
 
 def test_devices_without_a_strategy_and_a_batch_that_does_not_divide(zinc, shared_data_root, tmp_path,
