@@ -13,9 +13,11 @@ Outputs in ``DIR``:
   and cores, the library versions and commit, and per invocation its start, end, load average and commit), read by
   ``scripts/make_results.py``;
 - ``results.csv``: one row per run (:data:`CSV_COLUMNS`, then ``test_<key>`` for each further value of a metric
-  that computes several, e.g. PCQM-Contact's ``test_hits@1`` ... ``test_mrr_filtered``);
+  that computes several, e.g. PCQM-Contact's ``test_hits@1`` ... ``test_mrr_filtered``); ``train_metric`` is the
+  selected checkpoint's metric on the training split (``trainer.eval_train``), empty for a run without it;
 - ``results.md``: per dataset, mean ± std (population, as GraphGPS) over seeds per recipe and its parameter count,
-  with the published number (and the published further values) beside it where the recipe copies a paper;
+  with the published number (and the published further values) beside it where the recipe copies a paper; a train
+  column when some run of the bench measured it (``–`` for the runs that did not);
 - ``curves.png``: validation (solid) and test (dashed) metric against epoch, one panel per recipe, one line per seed.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,7 +63,7 @@ from gea_graph.train.run import (
 BENCH_FILE = "bench.json"
 LOG_FILE = "train.log"
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
-               "train_time_s", "peak_memory_mb", "metric", "max_time_min", "threads", "jobs", "code")
+               "train_metric", "train_time_s", "peak_memory_mb", "metric", "max_time_min", "threads", "jobs", "code")
 
 
 #: What a run's own record in ``bench.json`` holds, and what its siblings (the runs of one recipe) must share to be
@@ -79,13 +81,14 @@ class BenchError(ValueError):
 class BenchRun:
     r"""One recipe x seed of a benchmark. ``status`` after :func:`run_bench`: ``complete`` (its ``result.json``
     exists), ``paused`` (stopped cleanly by ``stop_after``; it resumes from its last epoch), ``failed`` or
-    ``pending`` (not started in this invocation)."""
+    ``pending`` (not started in this invocation). ``overrides``: every ``KEY=VALUE`` override it trains with."""
 
     recipe: Recipe
     path: Path
     seed: int
     run_dir: Path
     status: str = "pending"
+    overrides: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -103,23 +106,27 @@ class BenchRun:
 
 
 def plan(recipes: Sequence[str], seeds: Sequence[int] | None, out_dir: Path,
-         overrides: Sequence[str] = (), log=print) -> list[BenchRun]:
+         overrides: Sequence[str] = (), log=print,
+         recipe_overrides: Mapping[str, Sequence[str]] | None = None) -> list[BenchRun]:
     r"""The runs of a benchmark (the recipe's own seeds unless ``seeds`` is given). A seed or recipe given twice
-    runs once (``log`` says so); two different recipes of one name (whose runs would share a folder) are refused."""
+    runs once (``log`` says so); two different recipes of one name (whose runs would share a folder) are refused.
+    ``recipe_overrides``: overrides of single recipes (by file name without ``.yaml``, e.g. a suite's smaller data
+    for its deepest trees), applied before ``overrides``, the overrides of every recipe."""
     if seeds is not None:
         seeds = checks.unique([checks.seed(s, "--seeds") for s in seeds], "--seeds", log)
     paths = checks.unique([resolve_recipe(spec) for spec in recipes], "--recipes", log, key=lambda p: p.resolve())
     runs: list[BenchRun] = []
     named: dict[str, Path] = {}
     for path in paths:
-        recipe = load_recipe(path, overrides)
+        own_overrides = (*(recipe_overrides or {}).get(path.stem, ()), *overrides)
+        recipe = load_recipe(path, own_overrides)
         if recipe.name in named:
             raise BenchError(f"the recipes {named[recipe.name]} and {path} are both named {recipe.name!r}: their runs "
                              f"would share {out_dir / recipe.name}; give one another name (its name: key)")
         named[recipe.name] = path
         own = checks.unique(recipe.trainer.seeds, f"{recipe.name}'s trainer.seeds", log) if seeds is None else seeds
         for seed in own:
-            runs.append(BenchRun(recipe, path, seed, out_dir / recipe.name / f"seed{seed}"))
+            runs.append(BenchRun(recipe, path, seed, out_dir / recipe.name / f"seed{seed}", overrides=own_overrides))
             check_run_dir(runs[-1].run_dir, recipe)  # a run of other overrides is neither skipped nor resumed
     return runs
 
@@ -289,7 +296,8 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
               max_time: float | None = None, overrides: Sequence[str] = (),
               trainer_args: Sequence[str] = (), jobs: int = 1, threads: int | None = None,
               command: str | None = None, log=print, poll: float = 0.5,
-              stop_after: float | None = None) -> list[BenchRun]:
+              stop_after: float | None = None,
+              recipe_overrides: Mapping[str, Sequence[str]] | None = None) -> list[BenchRun]:
     r"""Runs (or skips, when complete) every recipe x seed, ``jobs`` at a time, then writes the result files.
     Returns the runs with their ``status``; those that failed or are not finished have no ``result``.
 
@@ -306,6 +314,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
         seeds: Seeds of every recipe (``None``: each recipe's ``trainer.seeds``).
         max_time: Wall-clock cap of each run in minutes.
         overrides: ``KEY=VALUE`` overrides of every recipe.
+        recipe_overrides: Overrides of single recipes, by name, applied before ``overrides`` (see :func:`plan`).
         trainer_args: Extra ``gea-graph train`` flags (placement).
         jobs: Runs training at the same time (each a process).
         threads: Torch threads of each run (``--threads`` and ``OMP_NUM_THREADS``; ``None``: torch's default).
@@ -318,7 +327,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     threads = None if threads is None else checks.positive_int(threads, "threads")
     max_time = None if max_time is None else checks.minutes(max_time, "max_time")
     out = Path(out_dir)
-    runs = plan(recipes, seeds, out, overrides, log=log)
+    runs = plan(recipes, seeds, out, overrides, log=log, recipe_overrides=recipe_overrides)
     previous = read_bench_json(out)
     settings = {run.key: run_settings(run, max_time, threads, jobs) for run in runs}
     check_siblings(runs, previous, settings, {"max_time_min": max_time, "threads": threads, "jobs": jobs}, out)
@@ -357,11 +366,11 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                 where = f" (log: {run.run_dir / LOG_FILE})" if sink is not None else ""
                 log(f"{tag}: training in {run.run_dir}{where}")
                 left = max(0.0, (deadline - time.monotonic()) / 60) if stop_after is not None else None
-                proc = subprocess.Popen(train_command(run, overrides, max_time, extra, left), env=env,
+                proc = subprocess.Popen(train_command(run, run.overrides, max_time, extra, left), env=env,
                                         stdout=sink, stderr=subprocess.STDOUT if sink is not None else None)
                 active.append((tag, run, proc, sink))
                 started += 1
-                record_run(info, run, settings[run.key], overrides, code, session["commit"])
+                record_run(info, run, settings[run.key], run.overrides, code, session["commit"])
                 write_json(out / BENCH_FILE, info)
             if not active and queue:  # the chunk's time is up: the rest waits for the next invocation
                 break
@@ -472,7 +481,8 @@ def result_rows(runs: Sequence[BenchRun], info: dict | None = None) -> list[dict
         record = run_record(run, info) or {}
         rows.append({"recipe": res["recipe"], "dataset": res["dataset"], "seed": res["seed"],
                      "params": res["params"], "epochs": res["epochs"], "best_val_epoch": res["best_epoch"],
-                     "val_metric": res["val"], "test_metric": res["test"], "train_time_s": res["train_time_s"],
+                     "val_metric": res["val"], "test_metric": res["test"], "train_metric": res.get("train", ""),
+                     "train_time_s": res["train_time_s"],
                      "peak_memory_mb": res["peak_memory_mb"], "metric": res["metric"],
                      "max_time_min": record.get("max_time_min", ""), "threads": record.get("threads", ""),
                      "jobs": record.get("jobs", ""), "code": "+".join(record.get("code", [])),
@@ -489,6 +499,12 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 def _fmt(values: Sequence[float]) -> str:
     mean, std = mean_std(values)
     return f"{mean:.4f} ± {std:.4f}"
+
+
+def _fmt_train(results: Sequence[dict]) -> str:
+    r"""The train metric of a row (``–`` unless every run of it measured it: ``trainer.eval_train``)."""
+    values = [res.get("train") for res in results]
+    return _fmt(values) if None not in values else "–"
 
 
 def _fmt_more(results: Sequence[dict], key: str) -> str:
@@ -526,21 +542,26 @@ def markdown(runs: Sequence[BenchRun], info: dict | None = None) -> str:
     by_dataset: dict[str, dict[str, list[BenchRun]]] = defaultdict(dict)
     for label, group in groups(runs, info).items():
         by_dataset[group[0].result["dataset"]][label] = group
+    train = any("train" in run.result for group in groups(runs, info).values() for run in group)
     lines = ["# Benchmark results", "",
              "Test metric read at the best-validation epoch of each seed; mean ± population std over seeds.", ""]
+    if train:
+        lines += ["Train: the metric of that epoch's checkpoint on the training split, in eval mode "
+                  "(`trainer.eval_train`; – where a run did not measure it).", ""]
     for dataset, recipes in by_dataset.items():
         first = next(iter(recipes.values()))[0].result
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
         more = more_keys([r.result for group in recipes.values() for r in group])
         lines += [f"## {dataset} ({first['metric']}, {direction})", "",
-                  "| recipe | params | seeds | epochs | val | test | " + "".join(f"test {k} | " for k in more)
-                  + "paper |", "|---" * (7 + len(more)) + "|"]
+                  "| recipe | params | seeds | epochs | " + ("train | " if train else "") + "val | test | "
+                  + "".join(f"test {k} | " for k in more) + "paper |", "|---" * (7 + train + len(more)) + "|"]
         for name, group in recipes.items():
             res = [r.result for r in group]
             epochs = sorted({r["epochs"] for r in res})
             extra = "".join(f"{_fmt_more(res, key)} | " for key in more)
             lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
-                         f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {extra}"
+                         + (f"{_fmt_train(res)} | " if train else "")
+                         + f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {extra}"
                          f"{_published(group[0].recipe.paper)} |")
         known = DATASETS.get(dataset)
         flagged = [name for name, group in recipes.items()
@@ -602,26 +623,38 @@ def write_reports(runs: Sequence[BenchRun], out: Path, info: dict | None = None)
 
 
 def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
-    r"""Test accuracy (mean ± std over seeds) against tree depth per model, like GEAET's Figure 7."""
+    r"""Test accuracy (solid) and, where the runs measured it (``trainer.eval_train``), train accuracy (dashed, the
+    model's colour) against tree depth per model, mean ± std over seeds, like GEAET's Figure 7 (whose benchmark,
+    Alon & Yahav's, reports training accuracy)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    points: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: {"test": defaultdict(list), "train": defaultdict(list)})
     for run in runs:
         res = run.result
         name = run.recipe.name
         if res is None or "-tree-r" not in name:
             continue
         model, depth = name.rsplit("-tree-r", 1)
-        points[model][int(depth)].append(res["test"])
+        for split in ("test", "train"):
+            if split in res:
+                points[model][split][int(depth)].append(res[split])
     fig, ax = plt.subplots(figsize=(6, 4))
-    for model, by_depth in points.items():
-        depths = sorted(by_depth)
-        stats = [mean_std(by_depth[d]) for d in depths]
-        ax.errorbar(depths, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3, label=model)
-    ax.set(xlabel="problem radius r", ylabel="test accuracy", ylim=(0, 1.05),
+    for model, splits in points.items():
+        colour = None
+        for split, style in (("test", "-"), ("train", "--")):
+            by_depth = splits[split]
+            if not by_depth:
+                continue
+            depths = sorted(by_depth)
+            stats = [mean_std(by_depth[d]) for d in depths]
+            bars = ax.errorbar(depths, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3,
+                               linestyle=style, color=colour, label=f"{model} {split}")
+            colour = bars.lines[0].get_color()
+    ax.set(xlabel="problem radius r", ylabel="accuracy (test solid, train dashed)", ylim=(0, 1.05),
            title="TreeNeighbourMatch (GEAET Fig. 7)")
     ax.legend()
     fig.tight_layout()

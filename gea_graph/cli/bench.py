@@ -12,7 +12,7 @@ MINUTES`` makes an invocation a chunk: it stops cleanly after that time (each ru
 checkpoints written; exit code 3 while runs remain), and the same command, in the same folder or a copy of it on
 another machine, goes on exactly where it stopped (docs/results.md: GPU work in chunks). ``--jobs N``
 trains N runs at once (each in its own process, its output in ``<run>/train.log``). The depth-sweep suites also
-plot test accuracy against depth per model (``<suite>.png``, like GEAET's Figure 7). ``scripts/make_results.py``
+plot test (solid) and train (dashed, where measured) accuracy against depth per model (``<suite>.png``, like GEAET's Figure 7). ``scripts/make_results.py``
 turns bench folders into ``docs/results.md``.
 """
 from __future__ import annotations
@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     suite = None
     seeds, max_time, overrides = args.seeds, args.max_time, list(args.overrides)
+    recipe_overrides: dict[str, tuple[str, ...]] = {}
     jobs, threads = args.jobs, args.threads
     if args.depths and (not args.suite or get_suite(args.suite).plot != "depth"):
         sweeps = ", ".join(name for name, s in sorted(SUITES.items()) if s.plot == "depth")
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = seeds if seeds is not None else suite.seeds
         max_time = max_time if max_time is not None else suite.max_time
         overrides = [*suite.overrides, *overrides]
+        recipe_overrides = dict(suite.recipe_overrides)
         jobs = jobs if jobs is not None else suite.jobs
         threads = threads if threads is not None else suite.threads
         out = Path(args.out or f"runs/{args.suite}")
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
                          trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args),
-                         stop_after=args.stop_after)
+                         stop_after=args.stop_after, recipe_overrides=recipe_overrides)
     except (RecipeError, ValueError) as err:
         print(f"gea-graph bench: error: {err}", file=sys.stderr)
         return 2
