@@ -264,12 +264,12 @@ def depth_table(bench: Bench) -> list[str]:
     for model, by_depth in cells.items():
         for split in ("test", "train"):
             lines.append(f"| {model} | {split} | " + " | ".join(cell(by_depth.get(d), split) for d in depths) + " |")
-    lines = ["Accuracy by depth (test at the best validation epoch; train: that epoch's checkpoint on the training "
-             "split, – for runs made before it was measured):", "", *lines, ""]
+    lines = [("Accuracy by depth (test at the best validation epoch; train: that epoch's checkpoint on the training "
+              "split, – for runs made before it was measured):"), "", *lines, ""]
     missing = [d for d in suite_depths(bench) if d not in depths]
     if missing:
-        lines += [f"Not yet measured: {', '.join(f'r={d}' for d in missing)} (in the suite; rerunning its command "
-                  "below skips the complete runs and trains these).", ""]
+        lines += [(f"Not yet measured: {', '.join(f'r={d}' for d in missing)} (in the suite; rerunning its command "
+                   "below skips the complete runs and trains these)."), ""]
     return lines
 
 

@@ -546,8 +546,8 @@ def markdown(runs: Sequence[BenchRun], info: dict | None = None) -> str:
     lines = ["# Benchmark results", "",
              "Test metric read at the best-validation epoch of each seed; mean ± population std over seeds.", ""]
     if train:
-        lines += ["Train: the metric of that epoch's checkpoint on the training split, in eval mode "
-                  "(`trainer.eval_train`; – where a run did not measure it).", ""]
+        lines += [("Train: the metric of that epoch's checkpoint on the training split, in eval mode "
+                   "(`trainer.eval_train`; – where a run did not measure it)."), ""]
     for dataset, recipes in by_dataset.items():
         first = next(iter(recipes.values()))[0].result
         direction = "higher is better" if first["higher_is_better"] else "lower is better"

@@ -67,6 +67,28 @@ def test_markdown_aggregates_seeds_and_depth_plot(tmp_path):
     assert Path(tmp_path / "sweep.png").stat().st_size > 0
 
 
+def test_depth_plot_draws_train_dashed_beside_test_solid(tmp_path, monkeypatch):
+    figures = []
+    monkeypatch.setattr(runner, "save_figure", lambda fig, path, dpi: figures.append(fig))
+    runs = []
+    for depth, train in ((2, 1.0), (3, None)):  # r=3 made without the train pass: no train point
+        recipe = tmp_path / f"gcn-tree-r{depth}.yaml"
+        recipe.write_text(yaml.safe_dump(dict(FAKE, paper=None)))
+        (run,) = runner.plan([str(recipe)], [0], tmp_path)
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "result.json").write_text(json.dumps({
+            "recipe": run.recipe.name, "dataset": f"tree-r{depth}", "seed": 0, "params": 10, "metric": "accuracy",
+            "higher_is_better": True, "epochs": 3, "best_epoch": 1, "val": 0.5, "test": 0.5, "train_time_s": 1.0,
+            "peak_memory_mb": 1.0, **({"train": train} if train is not None else {})}))
+        runs.append(run)
+    runner.plot_depth_sweep(runs, tmp_path / "sweep.png")
+    lines = {bars.get_label(): bars.lines[0] for bars in figures[0].axes[0].containers}  # errorbar: data line
+    assert sorted(lines) == ["gcn test", "gcn train"]
+    assert (lines["gcn test"].get_linestyle(), lines["gcn train"].get_linestyle()) == ("-", "--")
+    assert list(lines["gcn test"].get_xdata()) == [2, 3] and list(lines["gcn train"].get_ydata()) == [1.0]
+    assert lines["gcn test"].get_color() == lines["gcn train"].get_color()
+
+
 def test_suite_lists_every_model_and_depth():
     suite = suites.get_suite("tree-neighbours-match").recipes
     assert len(suite) == 30 and "geaet-tree-r7" in suite and "gatedgcn-tree-r2" in suite

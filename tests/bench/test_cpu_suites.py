@@ -7,6 +7,7 @@ import csv
 import importlib.util
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -68,12 +69,18 @@ def test_peptides_and_tree_suites():
     tree = suites.get_suite("tree-depth-cpu")
     assert tree.plot == "depth" and (tree.jobs, tree.threads) == (2, 1)
     assert load_recipe("geaet-tree-r4", tree.overrides).optim.horizon == "time"  # the cosine fits the cap
-    assert sorted({int(r.rsplit("-r", 1)[1]) for r in tree.recipes}) == [2, 3, 4]
+    assert sorted({int(r.rsplit("-r", 1)[1]) for r in tree.recipes}) == [2, 3, 4, 5, 6]
     assert {r.rsplit("-tree", 1)[0] for r in tree.recipes} == set(suites.TREE_MODELS)
-    # At most about two hours each on 2 cores: ceil(runs / jobs) caps.
-    for suite in (pep, tree):
+    for name in tree.recipes:  # every recipe exists, measures training accuracy; r = 5, 6 on subsets of the data
+        recipe = load_recipe(name, tree.overrides_of(name))
+        depth = int(name.rsplit("-r", 1)[1])
+        assert recipe.trainer.eval_train and recipe.data.name == f"tree-r{depth}", name
+        assert recipe.data.subset == {5: 16384, 6: 8192}.get(depth), name
+        assert recipe.optim.horizon == "time", name
+    # At most about two hours on 2 cores (the tree sweep three): ceil(runs / jobs) caps.
+    for suite, hours in ((pep, 2), (tree, 3)):
         runs, _ = suite.size()
-        assert math.ceil(runs / suite.jobs) * suite.max_time <= 120, suite.name
+        assert math.ceil(runs / suite.jobs) * suite.max_time <= hours * 60, suite.name
 
 
 def test_cli_suite_passes_jobs_threads_and_cap(monkeypatch, tmp_path):
@@ -199,17 +206,19 @@ def _make_results():
 
 
 def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], command: str, gpu: str | None = None,
-                higher: bool = False, commits: tuple[str, ...] = ()) -> None:
+                higher: bool = False, commits: tuple[str, ...] = (), trains: dict[str, list[float]] | None = None
+                ) -> None:
     runs = []
     for name, values in tests.items():
         path = _recipe(tmp_path, name)
         for seed, test in enumerate(values):
             (run,) = runner.plan([str(path)], [seed], out)
             run.run_dir.mkdir(parents=True)
+            train = {"train": trains[name][seed]} if name in (trains or {}) else {}  # trainer.eval_train's
             (run.run_dir / "result.json").write_text(json.dumps({
                 "recipe": name, "dataset": "zinc", "seed": seed, "params": 1000, "metric": "ap" if higher else "mae",
                 "higher_is_better": higher, "epochs": 40, "best_epoch": 38, "val": test, "test": test,
-                "train_time_s": 600.0, "peak_memory_mb": 300.0}))
+                "train_time_s": 600.0, "peak_memory_mb": 300.0, **train}))
             (run.run_dir / "recipe.yaml").write_text(yaml.safe_dump({"description": f"{name} recipe"}))
             runs.append(run)
     runner.write_reports(runs, out)
@@ -232,7 +241,7 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
                 "gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1", gpu="NVIDIA H100", higher=True)
     tree = tmp_path / "runs" / "tree"
     _fake_bench(tmp_path, tree, {"gcn-tree-r2": [0.9, 1.0], "gcn-tree-r3": [0.5, 0.5]},
-                "gea-graph bench --suite tree-depth-cpu", higher=True)
+                "gea-graph bench --suite tree-depth-cpu", higher=True, trains={"gcn-tree-r2": [1.0, 0.98]})
     page = tmp_path / "docs" / "results.md"
     assert _make_results().main([str(zinc), str(gpu), str(tree), "--out", str(page)]) == 0
     text = page.read_text()
@@ -249,7 +258,15 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     assert "(results/zinc-cpu-10min-curves.png)" in zinc_part
     assert (page.parent / "results" / "zinc-cpu-10min-curves.png").is_file()
     assert text.count("Not yet measured.") == 1  # the Peptides-func section
-    assert "| model | r=2 | r=3 |\n|---|---:|---:|\n| gcn | 0.9500 ± 0.0500 | 0.5000 ± 0.0000 |" in text
+    # test and train accuracy by depth (r=3 was run without the train pass: –); the suite's other depths named
+    assert ("| model | accuracy | r=2 | r=3 |\n|---|---|---:|---:|\n| gcn | test | 0.9500 ± 0.0500 | 0.5000 ± 0.0000 |"
+            "\n| gcn | train | 0.9900 ± 0.0100 | – |\n") in text
+    assert "Not yet measured: r=4, r=5, r=6 (in the suite" in text
+    # the bench's own tables: a train column, and train_metric in results.csv (empty without the pass)
+    assert "| gcn-tree-r2 | 1,000 | 2 | 40 | 0.9900 ± 0.0100 | 0.9500 ± 0.0500 |" in (tree / "results.md").read_text()
+    assert "| gcn-tree-r3 | 1,000 | 2 | 40 | – | 0.5000 ± 0.0000 |" in (tree / "results.md").read_text()
+    with open(tree / "results.csv", newline="") as f:
+        assert [row["train_metric"] for row in csv.DictReader(f)] == ["1.0", "0.98", "", ""]
     gpu_part = text.split("## GPU reproductions")[1]
     assert "on NVIDIA H100" in gpu_part and "0.6950 ± 0.0050" in gpu_part
     queue = text.split("## GPU reproduction queue")[1].split("## GPU reproductions")[0]
@@ -278,3 +295,38 @@ def test_committed_results_page_has_the_scripts_structure():
         assert f"## {section.title}" in text
     assert "## GPU reproduction queue" in text and "python scripts/make_results.py" in text
     assert "[docs/results.md](docs/results.md)" in (ROOT / "README.md").read_text()
+
+
+def test_the_committed_tree_sweep_resumes_with_only_the_new_depths(tmp_path, monkeypatch, capsys):
+    # `gea-graph bench --suite tree-depth-cpu` on a copy of the committed folder (r = 2..4, made before the train
+    # pass and before r = 5, 6 joined the suite): its 30 runs are complete and skipped, not refused, retrained or
+    # miscounted; only r = 5 and 6 start, with the suite's overrides and their own subset. Nothing trains here: each
+    # started run pauses at once (exit code 3), as `--stop-after` would leave it.
+    out = tmp_path / "tree-depth-cpu"
+    shutil.copytree(ROOT / "docs" / "results" / "runs" / "tree-depth-cpu", out)
+    before = {p: p.read_bytes() for p in out.glob("*/seed*/result.json")}
+    started = []
+
+    def command(run, overrides, max_time, trainer_args, stop_after=None):
+        started.append((run.key, tuple(overrides)))
+        return [sys.executable, "-c", "raise SystemExit(3)"]
+
+    monkeypatch.setattr(runner, "train_command", command)
+    monkeypatch.setattr(runner, "prepare_data", lambda runs, log=print: None)  # the r = 5, 6 data is not built
+    assert main(["bench", "--suite", "tree-depth-cpu", "--out", str(out), "--stop-after", "0"]) == 3
+    printed = capsys.readouterr().out
+    assert len(before) == 30 and printed.count("complete, skipped") == 30
+    assert "stopped after 0 minutes: 30 of 50 runs complete" in printed
+    assert started == [("geaet-tree-r5/seed0", ("data.subset=16384", "optim.horizon=time", "optim.warmup_epochs=0")),
+                       ("geaet-tree-r5/seed1", ("data.subset=16384", "optim.horizon=time", "optim.warmup_epochs=0"))]
+    assert {p: p.read_bytes() for p in out.glob("*/seed*/result.json")} == before
+    info = json.loads((out / "bench.json").read_text())
+    assert sorted(info["runs"]) == ["geaet-tree-r5/seed0", "geaet-tree-r5/seed1"]  # the old runs keep no record
+    assert info["runs"]["geaet-tree-r5/seed0"]["overrides"][0] == "data.subset=16384"
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 30 and {row["train_metric"] for row in rows} == {""}
+    # the old runs keep one row per recipe (no variant split); no run measured train yet, so no train column
+    table = (out / "results.md").read_text()
+    assert "| gcn-tree-r4 | 7,216 | 2 | 22 | 0.0663 ± 0.0018 | 0.0663 ± 0.0018 | – |" in table
+    assert (out / "tree-depth-cpu.png").is_file()
