@@ -511,8 +511,10 @@ def check_bf16(ctx: Context) -> str:
     return f"relative L2 gap to fp32 ({', '.join(gaps)}) <= {tolerance}; bf16 training steps finite"
 
 
-def _ring_batch(sizes: Sequence[int], channels: int, device: torch.device) -> tuple:
-    gen = torch.Generator().manual_seed(0)
+def ring_batch(sizes: Sequence[int], channels: int, device: torch.device | str = "cpu", seed: int = 0) -> tuple:
+    r"""``(x, edge_index, edge_attr, batch)`` of ring graphs of the given sizes (both directions), random node and
+    edge features of :obj:`channels` columns (seeded), on :obj:`device`."""
+    gen = torch.Generator().manual_seed(seed)
     edges, batch, offset = [], [], 0
     for g, n in enumerate(sizes):
         src = torch.arange(n)
@@ -540,7 +542,7 @@ def check_compile(ctx: Context) -> str:
     torch.manual_seed(0)
     eager = GEAETLayer(16, heads=4).to(ctx.device)
     twin = copy.deepcopy(eager)
-    x, ei, ea, b = _ring_batch((3, 5, 4), 16, ctx.device)
+    x, ei, ea, b = ring_batch((3, 5, 4), 16, ctx.device)
     dynamo.reset()
     explained = dynamo.explain(twin)(x, ei, ea, b, num_graphs=3, max_num_nodes=5)
     reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
@@ -549,7 +551,7 @@ def check_compile(ctx: Context) -> str:
     compiled = torch.compile(twin, fullgraph=True, dynamic=True, backend=backend)
     worst = 0.0
     for sizes in ((3, 5, 4), (6, 2, 7, 3)):
-        x, ei, ea, b = _ring_batch(sizes, 16, ctx.device)
+        x, ei, ea, b = ring_batch(sizes, 16, ctx.device)
         kwargs = {"num_graphs": len(sizes), "max_num_nodes": max(sizes)}
         for module in (eager, twin):
             module.zero_grad(set_to_none=True)

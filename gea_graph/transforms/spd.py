@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,7 +119,7 @@ def _pair_chunks(pairs: np.ndarray) -> list[tuple[int, int]]:
         return [(0, len(pairs))] if len(pairs) else []
     chunk = (np.cumsum(pairs) - pairs) // MAX_CHUNK_PAIRS
     bounds = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), len(pairs)]
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(itertools.pairwise(bounds))
 
 
 def _pair_index(n: int) -> torch.Tensor:

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch._dynamo as dynamo
 
+from gea_graph.bench.selfcheck import ring_batch
 from gea_graph.nn import ExternalAttention, GEAETLayer, GEANet, GraphormerLayer
 from gea_graph.nn.attention import from_dense, to_dense
 from gea_graph.nn.mpnn import GCNLayer
@@ -15,18 +16,7 @@ from gea_graph.nn.mpnn import GCNLayer
 
 def _batch(sizes, d=16, seed=0):
     """Ring graphs of the given sizes (both directions), node and edge features, batch vector."""
-    gen = torch.Generator().manual_seed(seed)
-    edges, batch, offset = [], [], 0
-    for g, n in enumerate(sizes):
-        src = torch.arange(n)
-        dst = (src + 1) % n
-        edges.append(torch.stack([torch.cat([src, dst]), torch.cat([dst, src])]) + offset)
-        batch += [g] * n
-        offset += n
-    edge_index = torch.cat(edges, dim=1)
-    x = torch.randn(offset, d, generator=gen)
-    edge_attr = torch.randn(edge_index.size(1), d, generator=gen)
-    return x, edge_index, edge_attr, torch.tensor(batch)
+    return ring_batch(sizes, d, "cpu", seed)
 
 
 def _explain(fn, *args, **kwargs):
