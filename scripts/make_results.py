@@ -266,19 +266,20 @@ def depth_table(bench: Bench) -> list[str]:
             lines.append(f"| {model} | {split} | " + " | ".join(cell(by_depth.get(d), split) for d in depths) + " |")
     lines = [("Accuracy by depth (test at the best validation epoch; train: that epoch's checkpoint on the training "
               "split, – for runs made before it was measured):"), "", *lines, ""]
-    missing = [d for d in suite_depths(bench) if d not in depths]
+    measured = {run["recipe"] for run in bench.runs}
+    missing = [r for r in suite_tree_recipes(bench) if r not in measured]
     if missing:
-        lines += [(f"Not yet measured: {', '.join(f'r={d}' for d in missing)} (in the suite; rerunning its command "
-                   "below skips the complete runs and trains these)."), ""]
+        lines += [(f"Not yet measured: {', '.join(missing)} (in the suite; rerunning its command below skips the "
+                   "complete runs and trains these)."), ""]
     return lines
 
 
-def suite_depths(bench: Bench) -> list[int]:
-    r"""The tree depths of the bench's suite (none for a bench of no known suite)."""
+def suite_tree_recipes(bench: Bench) -> list[str]:
+    r"""The tree recipes of the bench's suite, in the suite's order (none for a bench of no known suite)."""
     from gea_graph.bench.suites import SUITES
 
     suite = SUITES.get(bench.suite or "")
-    return sorted({int(r.rsplit("-tree-r", 1)[1]) for r in suite.recipes if "-tree-r" in r}) if suite else []
+    return [r for r in suite.recipes if "-tree-r" in r] if suite else []
 
 
 def zinc_goals(means: dict[str, float]) -> list[str]:

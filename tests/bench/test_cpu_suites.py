@@ -261,7 +261,9 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     # test and train accuracy by depth (r=3 was run without the train pass: –); the suite's other depths named
     assert ("| model | accuracy | r=2 | r=3 |\n|---|---|---:|---:|\n| gcn | test | 0.9500 ± 0.0500 | 0.5000 ± 0.0000 |"
             "\n| gcn | train | 0.9900 ± 0.0100 | – |\n") in text
-    assert "Not yet measured: r=4, r=5, r=6 (in the suite" in text
+    # every recipe of the suite without a run is named (the other models at r=2, 3 and every model at r=4..6)
+    assert "Not yet measured: geaet-tree-r2, geaet-tree-r3, geaet-tree-r4, geaet-tree-r5, geaet-tree-r6, gcn-tree-r4, " \
+           "gcn-tree-r5, gcn-tree-r6," in text
     # the bench's own tables: a train column, and train_metric in results.csv (empty without the pass)
     assert "| gcn-tree-r2 | 1,000 | 2 | 40 | 0.9900 ± 0.0100 | 0.9500 ± 0.0500 |" in (tree / "results.md").read_text()
     assert "| gcn-tree-r3 | 1,000 | 2 | 40 | – | 0.5000 ± 0.0000 |" in (tree / "results.md").read_text()
@@ -297,14 +299,17 @@ def test_committed_results_page_has_the_scripts_structure():
     assert "[docs/results.md](docs/results.md)" in (ROOT / "README.md").read_text()
 
 
-def test_the_committed_tree_sweep_resumes_with_only_the_new_depths(tmp_path, monkeypatch, capsys):
-    # `gea-graph bench --suite tree-depth-cpu` on a copy of the committed folder (r = 2..4, made before the train
-    # pass and before r = 5, 6 joined the suite): its 30 runs are complete and skipped, not refused, retrained or
-    # miscounted; only r = 5 and 6 start, with the suite's overrides and their own subset. Nothing trains here: each
-    # started run pauses at once (exit code 3), as `--stop-after` would leave it.
+def test_the_committed_tree_sweep_resumes_with_only_the_missing_runs(tmp_path, monkeypatch, capsys):
+    # `gea-graph bench --suite tree-depth-cpu` on a copy of the committed folder (r = 2..4 made before the train pass
+    # and before r = 5, 6 joined the suite; then part of r = 5, 6): its complete runs are skipped, not refused,
+    # retrained or miscounted; only the suite's first missing recipe starts, with the suite's overrides and its own
+    # subset. Nothing trains here: each started run pauses at once (exit code 3), as `--stop-after` would leave it.
     out = tmp_path / "tree-depth-cpu"
     shutil.copytree(ROOT / "docs" / "results" / "runs" / "tree-depth-cpu", out)
     before = {p: p.read_bytes() for p in out.glob("*/seed*/result.json")}
+    complete = {p.parent.parent.name for p in before}
+    suite = suites.SUITES["tree-depth-cpu"]
+    first_missing = next(r for r in suite.recipes if r not in complete)
     started = []
 
     def command(run, overrides, max_time, trainer_args, stop_after=None):
@@ -315,18 +320,21 @@ def test_the_committed_tree_sweep_resumes_with_only_the_new_depths(tmp_path, mon
     monkeypatch.setattr(runner, "prepare_data", lambda runs, log=print: None)  # the r = 5, 6 data is not built
     assert main(["bench", "--suite", "tree-depth-cpu", "--out", str(out), "--stop-after", "0"]) == 3
     printed = capsys.readouterr().out
-    assert len(before) == 30 and printed.count("complete, skipped") == 30
-    assert "stopped after 0 minutes: 30 of 50 runs complete" in printed
-    assert started == [("geaet-tree-r5/seed0", ("data.subset=16384", "optim.horizon=time", "optim.warmup_epochs=0")),
-                       ("geaet-tree-r5/seed1", ("data.subset=16384", "optim.horizon=time", "optim.warmup_epochs=0"))]
+    assert len(before) >= 30 and len(before) % 2 == 0 and printed.count("complete, skipped") == len(before)
+    assert f"stopped after 0 minutes: {len(before)} of 50 runs complete" in printed
+    expected = (*suite.overrides_of(first_missing), )
+    assert started == [(f"{first_missing}/seed0", expected), (f"{first_missing}/seed1", expected)]
     assert {p: p.read_bytes() for p in out.glob("*/seed*/result.json")} == before
     info = json.loads((out / "bench.json").read_text())
-    assert sorted(info["runs"]) == ["geaet-tree-r5/seed0", "geaet-tree-r5/seed1"]  # the old runs keep no record
-    assert info["runs"]["geaet-tree-r5/seed0"]["overrides"][0] == "data.subset=16384"
+    old = [k for k in info["runs"] if k.split("/")[0].endswith(("-r2", "-r3", "-r4"))]
+    assert not old  # the runs made before per-run records keep none
+    assert info["runs"][f"{first_missing}/seed0"]["overrides"] == list(expected)
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 30 and {row["train_metric"] for row in rows} == {""}
-    # the old runs keep one row per recipe (no variant split); no run measured train yet, so no train column
+    assert len(rows) == len(before)
+    for row in rows:  # the train pass: none before r = 5, 6 joined, every run since
+        assert (row["train_metric"] == "") == row["recipe"].endswith(("-r2", "-r3", "-r4")), row
+    # the old runs keep one row per recipe (no variant split) and read – for train
     table = (out / "results.md").read_text()
-    assert "| gcn-tree-r4 | 7,216 | 2 | 22 | 0.0663 ± 0.0018 | 0.0663 ± 0.0018 | – |" in table
+    assert "| gcn-tree-r4 | 7,216 | 2 | 22 | – | 0.0663 ± 0.0018 | 0.0663 ± 0.0018 | – |" in table
     assert (out / "tree-depth-cpu.png").is_file()
