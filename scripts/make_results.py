@@ -113,7 +113,7 @@ alike, with their recipes, data and `--out`):
    `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
 3. The chunk, one device command carrying `gpu-carry` (the first chunk of a session starts with
    `gea-graph selfcheck --device cuda --json $OUT/selfcheck.json`, and stops there if a check fails):
-   `export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/datasets;
+   `export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=$PWD/gpu-data/datasets;
    gea-graph data prepare peptides-func --pe lap:10:norm=none:trivial=keep:pad=nan;
    timeout 540 gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1,2,3 --out gpu-carry/runs/peptides-func
    --stop-after 6; cd gpu-carry/runs/peptides-func; tar czf $OUT/bench.tgz bench.json results.*;
