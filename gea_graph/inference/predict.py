@@ -33,7 +33,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gea_graph.data.featurizer import chunk_rows
-from gea_graph.data.files import atomic_write, ensure_folder, move_into, temporary_folder
+from gea_graph.data.files import atomic_write, ensure_folder, move_into
 from gea_graph.inference.inputs import InputChunk, graph_chunks, smiles_chunks
 from gea_graph.inference.model import TrainedModel, common_featurizer, read_smiles
 
@@ -274,10 +274,11 @@ def write_pcqm4mv2_submission(values: np.ndarray, split: str, folder: str | os.P
     if np.isnan(y_pred).any():
         raise ValueError(f"--ogb-submission: {int(np.isnan(y_pred).sum())} {split} graphs have no prediction")
     folder = Path(ensure_folder(folder))
-    with temporary_folder(folder / ".submission") as staging:  # OGB writes into a folder of its choosing
+    # OGB writes into a folder of its choosing: a fresh scratch folder beside the target, removed afterwards (a
+    # fixed name would replace a folder of the user's that happens to have it)
+    with tempfile.TemporaryDirectory(prefix=".submission-", dir=folder) as staging:
         PCQM4Mv2Evaluator().save_test_submission({"y_pred": y_pred}, staging, split)
         (written,) = list(Path(staging).iterdir())
         target = folder / written.name
         move_into(written, target)
-    shutil.rmtree(folder / ".submission", ignore_errors=True)
     return target
