@@ -6,11 +6,12 @@ from typing import Any
 import torch
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
-from torch.nn import Dropout, Embedding, Linear, Module, ModuleList
+from torch.nn import Embedding, Linear, Module, ModuleList
 from torch_geometric.nn.resolver import activation_resolver
 
 from gea_graph.models.config import ModelConfig, PEConfig
 from gea_graph.nn import LapPEEncoder, RWPEEncoder
+from gea_graph.nn.dropout import Dropout
 
 
 class ColumnEmbedding(Module):

@@ -1,6 +1,7 @@
 r"""Graph external attention (GEA) of GEAET."""
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from typing import Any
 
@@ -14,7 +15,11 @@ NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-_LOG2E = 1.4426950408889634
+
+#: Rows (node-head pairs) per chunk of the CPU autograd node: a chunk's ``[rows, S]`` float32 working tensors
+#: (1 MiB at ``S = 16``) stay in the processor's cache from one step of Eq. 3 to the next, where whole-batch
+#: tensors would make each step a pass over memory (Peptides-func, 128 graphs, 8 heads: 158k rows, 10 MiB each).
+CHUNK_ROWS = 16384
 
 
 def _group_sum(t: Tensor, index: Tensor | None, num_groups: int) -> Tensor:
@@ -29,39 +34,39 @@ def _per_row(t: Tensor, index: Tensor | None) -> Tensor:
     return t if index is None else t.index_select(0, index)
 
 
-#: Largest logit magnitude for which the exponentials are taken without a shift: :math:`2^a` and
-#: :math:`e^a` with :math:`|a| \le 62` are normal float32 numbers, and no group's sum comes near overflow.
-_UNSHIFTED_RANGE = 62.0
+#: Largest logit magnitude for which the exponentials are taken without a shift: :math:`e^a` with
+#: :math:`|a| \le 62 \ln 2` lies in :math:`[2^{-62}, 2^{62}]`, a normal float32 number, and no group's sum comes
+#: near overflow.
+_UNSHIFTED_RANGE = 62.0 * math.log(2.0)
+
+
+def _unshifted_allowed(t: Tensor) -> bool:
+    # The range check reads the logits' extremes on the host: on CPU that costs nothing, on a GPU (and under
+    # torch.compile) it would stall, so there the per-group shift is always taken (and while a sync census
+    # counts, so that it sees the GPU's path).
+    return t.device.type == "cpu" and not torch.compiler.is_compiling() and not sync_census.counting()
 
 
 def _unshifted_is_exact(logits: Tensor) -> bool:
-    # One pass and one host read: on CPU the read costs nothing, on a GPU (and under torch.compile)
-    # it would stall, so there the per-group shift is always taken (and while a sync census counts,
-    # so that it sees the GPU's path).
-    if logits.device.type != "cpu" or torch.compiler.is_compiling() or sync_census.counting():
-        return False
+    # One pass and one host read (see _unshifted_allowed for where it is taken).
     low, high = torch.aminmax(logits)
     return -_UNSHIFTED_RANGE <= float(low) and float(high) <= _UNSHIFTED_RANGE
 
 
-def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
-                  base2: bool = False, inplace: bool = False) -> Tensor:
+def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int, inplace: bool = False) -> Tensor:
     r"""Softmax of ``logits`` ``[M, ...]`` (:math:`M > 0`) over dim 0 within each group of ``index``
-    (:obj:`None`: all rows form one group); ``base2`` uses :math:`2^x` instead of :math:`e^x`;
-    ``inplace`` overwrites ``logits`` with the result.
+    (:obj:`None`: all rows form one group); ``inplace`` overwrites ``logits`` with the result.
 
-    A softmax is unchanged by any shift constant within a group. On CPU in eager mode, when every
-    logit lies within :math:`\pm 62` (checked with one pass), the exponentials
-    are taken unshifted: all are normal floats and no group sum can overflow or vanish, so the
-    result is exact (two passes and a ``scatter_reduce`` fewer). Otherwise, and always on a GPU or
-    under :func:`torch.compile`, the per-group maximum is subtracted first (one ``scatter_reduce``
-    over the rows), as in :func:`torch_geometric.utils.softmax`, so the sums stay in range for any
-    logits; that path has no host sync and no data-dependent branch, which keeps the layer
+    A softmax is unchanged by any shift constant within a group. On CPU in eager mode, when every logit lies
+    within :math:`\pm 62 \ln 2` (checked with one pass), the exponentials are taken unshifted: all are normal
+    floats and no group sum can overflow or vanish, so the result is exact (two passes and a ``scatter_reduce``
+    fewer). Otherwise, and always on a GPU or under :func:`torch.compile`, the per-group maximum is subtracted
+    first (one ``scatter_reduce`` over the rows), as in :func:`torch_geometric.utils.softmax`, so the sums stay
+    in range for any logits; that path has no host sync and no data-dependent branch, which keeps the layer
     compilable without graph breaks and never stalls a GPU."""
-    exp = torch.exp2 if base2 else torch.exp
     out = logits if inplace else None
-    if _unshifted_is_exact(logits):
-        e = exp(logits, out=out)
+    if _unshifted_allowed(logits) and _unshifted_is_exact(logits):
+        e = torch.exp(logits, out=out)
     else:
         if index is None:
             shift = logits.amax(dim=0, keepdim=True)
@@ -70,7 +75,7 @@ def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
             shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
                 0, expanded, logits, "amax", include_self=False)
         e = torch.sub(logits, _per_row(shift, index), out=out)
-        e = exp(e, out=e)
+        e = torch.exp(e, out=e)
     inv_total = _group_sum(e, index, num_groups).reciprocal_()
     return e.mul_(_per_row(inv_total, index))
 
@@ -78,12 +83,12 @@ def _softmax_rows(logits: Tensor, index: Tensor | None, num_groups: int,
 def _l1_without_eps(p: Tensor, rho: Tensor, logits: Tensor, index: Tensor | None,
                     num_groups: int) -> Tensor:
     r"""The L1 step :math:`\alpha = p / \sum_s p_s` of Eq. 3 without epsilon, for ``p`` ``[M H, S]``
-    (row sums ``rho``) the group softmax of the base-2 ``logits`` ``[M, H, S]``. Where all of a
-    row's softmax values are subnormal or 0 (a node far below the column maxima of every unit),
-    :math:`p / \sum p` loses its precision or is 0/0 (NaN in the authors' code); those rows take the
-    exact value :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead. The
-    log-space value is computed for every row and taken where needed (``torch.where``): no host sync
-    (which rows underflow is never read on the host), at the cost of a few passes over the rows."""
+    (row sums ``rho``) the group softmax of the ``logits`` ``[M, H, S]``. Where all of a row's softmax values
+    are subnormal or 0 (a node far below the column maxima of every unit), :math:`p / \sum p` loses its
+    precision or is 0/0 (NaN in the authors' code); those rows take the exact value
+    :math:`\alpha = \mathrm{softmax}_s(\log p_s)` computed in log space instead. The log-space value is
+    computed for every row and taken where needed (``torch.where``): no host sync (which rows underflow is never
+    read on the host), at the cost of a few passes over the rows."""
     alpha = p / rho
     under = rho < torch.finfo(p.dtype).tiny
     if index is None:
@@ -92,9 +97,9 @@ def _l1_without_eps(p: Tensor, rho: Tensor, logits: Tensor, index: Tensor | None
         expanded = index.view(-1, 1, 1).expand_as(logits)
         shift = logits.new_zeros((num_groups, ) + tuple(logits.shape[1:])).scatter_reduce_(
             0, expanded, logits, "amax", include_self=False)
-    total = _group_sum(torch.exp2(logits - _per_row(shift, index)), index, num_groups)
-    log_p = logits - _per_row(total.log2_().add_(shift), index)  # base-2 log of the softmax
-    return torch.where(under, torch.softmax(log_p.view(alpha.shape) / _LOG2E, dim=-1), alpha)
+    total = _group_sum(torch.exp(logits - _per_row(shift, index)), index, num_groups)
+    log_p = logits - _per_row(total.log_().add_(shift), index)  # log of the softmax
+    return torch.where(under, torch.softmax(log_p.view(alpha.shape), dim=-1), alpha)
 
 
 class _GroupSoftmax(torch.autograd.Function):
@@ -140,6 +145,39 @@ def group_softmax(logits: Tensor, index: Tensor | None = None,
     return _GroupSoftmax.apply(logits, index, num_groups or 0).to(dtype)
 
 
+def _chunks(num_nodes: int, heads: int, device: torch.device) -> list[tuple[int, int]]:
+    # Node ranges of the chunks (whole nodes, so that a chunk's rows are its nodes' heads); one on a GPU.
+    step = max(1, CHUNK_ROWS // heads) if device.type == "cpu" else max(num_nodes, 1)
+    return [(lo, min(lo + step, num_nodes)) for lo in range(0, num_nodes, step)]
+
+
+def _unnormalized_exponentials(x: Tensor, w_kt: Tensor, heads: int, index: Tensor | None,
+                               num_groups: int, chunks: list[tuple[int, int]]
+                               ) -> tuple[Tensor, Tensor] | None:
+    r"""The CPU fast path of Eq. 3's softmax: :math:`e^{a}` for the logits :math:`a = \mathbf{X}\mathbf{W}_k^{\top}`
+    ``[M H, S]`` and their per-group column sums ``[groups, H, S]``, a chunk of rows at a time (product, range
+    check, exponentials and sums while the chunk is in the cache), or :obj:`None` where the unshifted
+    exponentials are not exact (a logit beyond :math:`\pm 62 \ln 2`; see :func:`_softmax_rows`)."""
+    S = w_kt.size(1)
+    e = x.new_empty(x.size(0), S)
+    sums = x.new_zeros((num_groups if index is not None else 1, heads, S))
+    for lo, hi in chunks:
+        a = torch.mm(x[lo * heads:hi * heads], w_kt, out=e[lo * heads:hi * heads])
+        if not _unshifted_is_exact(a):
+            return None
+        torch.exp(a, out=a)
+        if index is None:
+            sums += a.view(-1, heads, S).sum(dim=0, keepdim=True)
+        else:
+            sums.index_add_(0, index[lo:hi], a.view(-1, heads, S))
+    return e, sums
+
+
+def _accumulate(total: Tensor | None, a: Tensor, b: Tensor) -> Tensor:
+    # total + a @ b, starting from the first product (no zero-filled accumulator for a single chunk).
+    return torch.mm(a, b) if total is None else total.addmm_(a, b)
+
+
 class _ExternalUnits(torch.autograd.Function):
     r"""The key unit, Eq. 3 and the value unit in one autograd node. For the head-split input
     :math:`\mathbf{X}` (rows = node-head pairs):
@@ -149,13 +187,16 @@ class _ExternalUnits(torch.autograd.Function):
         p = \mathrm{softmax}_{\text{group}}(a), \quad
         \rho = \epsilon + \textstyle\sum_s p_s, \quad \alpha = p / \rho, \quad
         \mathrm{out} = \alpha\mathbf{W}_v^{\top} + \mathbf{b}_v
+        = (p\,\mathbf{W}_v^{\top}) / \rho + \mathbf{b}_v .
 
-    with :math:`\log_2 e` folded into the key weight (``exp2`` is cheaper than ``exp``) and the
-    exponentials taken in place (see :func:`_softmax_rows`). The key bias :math:`\mathbf{b}_k` is
-    constant over the rows of each column, so the softmax over rows cancels it exactly: it is left
-    out of the product, and its gradient :math:`\sum G_a` is exactly zero (returned as zeros, not
-    computed). Saved: :math:`p`, :math:`\alpha` and the inputs. Backward, for the incoming
-    gradient :math:`G`: :math:`G_\alpha = G\mathbf{W}_v`, and through the L1 step and the softmax
+    The key bias :math:`\mathbf{b}_k` is constant over the rows of each column, so the softmax over rows cancels
+    it exactly: it is left out of the product, and its gradient :math:`\sum G_a` is exactly zero (returned as
+    zeros, not computed). On CPU the rows are processed in chunks of :data:`CHUNK_ROWS` (two passes: the
+    exponentials and their group sums, then the normalisation and the value unit), so that the element-wise
+    steps run on data in the cache. :math:`\alpha` is not formed in the forward pass (only :math:`p` and
+    :math:`\rho` are saved; with :obj:`eps=None`, :math:`\alpha` itself). Backward, for the incoming gradient
+    :math:`G`, chunk by chunk with :math:`\alpha = p / \rho`: :math:`G_\alpha = G\mathbf{W}_v`, and through the
+    L1 step and the softmax
 
     .. math::
         s = p \odot G_p = \alpha \odot (G_\alpha - \langle G_\alpha, \alpha \rangle), \qquad
@@ -164,55 +205,103 @@ class _ExternalUnits(torch.autograd.Function):
     (also exact with :obj:`eps=None`, where :math:`\alpha = \mathrm{softmax}_s(\log p)`), then
     :math:`G_{\mathbf{W}_v} = G^{\top}\alpha`, :math:`G_{\mathbf{b}_v} = \sum G`,
     :math:`G_{\mathbf{W}_k} = G_a^{\top}\mathbf{X}`, :math:`G_{\mathbf{X}} = G_a \mathbf{W}_k`.
-    Also returns :math:`\alpha` (not differentiable) for the attention maps; autograd passes no
-    zero gradient for it (``set_materialize_grads(False)``).
+    With ``need_alpha`` it also returns :math:`\alpha` (not differentiable) for the attention maps, else an empty
+    tensor; autograd passes no zero gradient for it (``set_materialize_grads(False)``).
     """
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, heads: int, index: Tensor | None, num_groups: int,
                 w_k: Tensor, b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None,
-                eps: float | None) -> tuple[Tensor, Tensor]:
-        # x: [M H, d/H] with M > 0 (see _attend); outputs [M H, d/H], [M H, S]. The rows are
-        # flattened by the caller and only viewed with -1 here: a size expression first made
-        # inside the node breaks torch.compile(dynamic=True) at the node's next call.
+                eps: float | None, need_alpha: bool) -> tuple[Tensor, Tensor]:
+        # x: [M H, d/H] with M > 0 (see _attend); outputs [M H, d/H] and [M H, S] (or empty). The rows are
+        # flattened by the caller: a size expression first made inside the node breaks
+        # torch.compile(dynamic=True) at the node's next call.
         S, H = w_k.size(0), heads
-        logits = torch.mm(x, (w_k * _LOG2E).t())  # base-2 logits, [M H, S]
-        # Without eps the logits are read again where p underflows: keep them.
-        p = _softmax_rows(logits.view(-1, H, S), index, num_groups, base2=True,
-                          inplace=eps is not None).view(-1, S)
-        ones = p.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
-        rho = torch.mm(p, ones)
-        if eps is None:  # the authors' L1 step, exact where p underflows; p is kept for backward
-            alpha = _l1_without_eps(p, rho, logits.view(-1, H, S), index, num_groups)
+        chunks = _chunks(x.size(0) // H, H, x.device)
+        w_kt = w_k.t()
+        fast = None
+        if eps is not None and _unshifted_allowed(x):
+            fast = _unnormalized_exponentials(x, w_kt, H, index, num_groups, chunks)
+        ones = x.new_ones(S, 1)  # row sums as matrix products: faster than sum(dim=1) on CPU
+        alpha = None
+        if fast is not None:
+            p, inv_total = fast[0], fast[1].reciprocal_()
         else:
-            alpha = p / rho.add_(eps)
-        out = torch.mm(alpha, w_v.t()) if b_v is None else torch.addmm(b_v, alpha, w_v.t())
-        ctx.save_for_backward(x, w_k, w_v, p, alpha, ones, index)
+            # Shifted (or exact-checked) softmax of the whole batch. Without eps the logits are read again
+            # where p underflows: keep them.
+            logits = torch.mm(x, w_kt)
+            p = _softmax_rows(logits.view(-1, H, S), index, num_groups, inplace=eps is not None).view(-1, S)
+            inv_total = None
+            if eps is None:  # the authors' L1 step, exact where p underflows; p is kept for backward
+                alpha = _l1_without_eps(p, torch.mm(p, ones), logits.view(-1, H, S), index, num_groups)
+        rho = None if alpha is not None else x.new_empty(x.size(0), 1)
+        out = x.new_empty(x.size(0), w_v.size(0))
+        for lo, hi in chunks:
+            rows = slice(lo * H, hi * H)
+            p_c = p[rows]
+            if inv_total is not None:
+                p_c.view(-1, H, S).mul_(_per_row(inv_total, None if index is None else index[lo:hi]))
+            if alpha is not None:
+                out_c = torch.mm(alpha[rows], w_v.t(), out=out[rows])
+                if b_v is not None:
+                    out_c.add_(b_v)
+                continue
+            rho_c = torch.mm(p_c, ones, out=rho[rows]).add_(eps)
+            out_c = torch.mm(p_c, w_v.t(), out=out[rows])
+            if b_v is None:
+                out_c.div_(rho_c)
+            else:
+                torch.addcdiv(b_v, out_c, rho_c, out=out_c)
+        ctx.save_for_backward(x, w_k, w_v, p, alpha if alpha is not None else rho, ones, index)
         ctx.num_groups = num_groups
         ctx.has_bias = (b_k is not None, b_v is not None)
+        ctx.heads = heads
+        ctx.saved_alpha = alpha is not None
+        if not need_alpha:
+            alpha = x.new_empty(0, S)
+        elif alpha is None:
+            alpha = p / rho
         ctx.mark_non_differentiable(alpha)
         ctx.set_materialize_grads(False)
-        ctx.heads = heads
         return out, alpha
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor | None, _ga: Any) -> tuple[Any, ...]:
-        x, w_k, w_v, p, alpha, ones, index = ctx.saved_tensors
+        x, w_k, w_v, p, alpha_or_rho, ones, index = ctx.saved_tensors
         if grad is None:  # only alpha was used
-            return (None, ) * 9
-        H, S = ctx.heads, alpha.size(1)
-        # contiguous: a broadcast gradient (e.g. of a sum) is materialised once, not in each mm
-        g = grad.contiguous()
-        grad_w_v = g.t() @ alpha
-        grad_b_v = g.sum(dim=0) if ctx.has_bias[1] else None
-        s = (g @ w_v).mul_(alpha)  # alpha * G_alpha
-        s.addcmul_(alpha, torch.mm(s, ones), value=-1.0)
-        total = _per_row(_group_sum(s.view(-1, H, S), index, ctx.num_groups), index)
-        ga = s.view(-1, H, S).addcmul_(total, p.view(-1, H, S), value=-1.0).view(-1, S)
-        grad_w_k = ga.t() @ x
+            return (None, ) * 10
+        H, S = ctx.heads, p.size(1)
+        chunks = _chunks(x.size(0) // H, H, x.device)
+        grad_w_v = grad_w_k = grad_b_v = None
+        s = torch.empty_like(p)
+        total = p.new_zeros((ctx.num_groups if index is not None else 1, H, S))
+        for lo, hi in chunks:  # s = alpha * (G_alpha - <G_alpha, alpha>) and its group sums
+            rows = slice(lo * H, hi * H)
+            if ctx.saved_alpha:
+                q, g = alpha_or_rho[rows], grad[rows].contiguous()  # a broadcast gradient: materialised once
+            else:  # alpha = p / rho, with 1 / rho taken on the gradient: G^T alpha = (G / rho)^T p
+                q, g = p[rows], grad[rows] / alpha_or_rho[rows]
+            grad_w_v = _accumulate(grad_w_v, g.t(), q)
+            if ctx.has_bias[1]:  # G summed over the rows, chunk by chunk (a tall reduction is slow in one piece)
+                part = grad[rows].sum(dim=0)
+                grad_b_v = part if grad_b_v is None else grad_b_v.add_(part)
+            s_c = torch.mm(g, w_v, out=s[rows]).mul_(q)  # G_alpha * alpha
+            dot = torch.mm(s_c, ones)  # <G_alpha, alpha>
+            s_c.addcmul_(q, dot if ctx.saved_alpha else dot.div_(alpha_or_rho[rows]), value=-1.0)
+            if index is None:
+                total += s_c.view(-1, H, S).sum(dim=0, keepdim=True)
+            else:
+                total.index_add_(0, index[lo:hi], s_c.view(-1, H, S))
+        grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
+        for lo, hi in chunks:  # G_a = s - p * sum_group(s), then the key unit's gradients
+            rows = slice(lo * H, hi * H)
+            t = _per_row(total, None if index is None else index[lo:hi])
+            ga = s[rows].view(-1, H, S).addcmul_(t, p[rows].view(-1, H, S), value=-1.0).view(-1, S)
+            grad_w_k = _accumulate(grad_w_k, ga.t(), x[rows])
+            if grad_x is not None:
+                torch.mm(ga, w_k, out=grad_x[rows])
         grad_b_k = w_k.new_zeros(S) if ctx.has_bias[0] else None  # sum(G_a) = 0: the bias cancels
-        grad_x = ga @ w_k if ctx.needs_input_grad[0] else None
-        return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None
+        return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None, None
 
 
 def _external_units_traced(x: Tensor, heads: int, index: Tensor | None, num_groups: int,
@@ -324,8 +413,9 @@ class ExternalAttention(Module):
       The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
-      backward (float32 at least, autocast off inside); under :func:`torch.compile` the same
-      math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
+      backward (float32 at least, autocast off inside), which on CPU works through the rows in
+      cache-sized chunks; under :func:`torch.compile` the same math runs as plain ops and the
+      compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
       constant within each softmax column and cancels (kept as a parameter, as in the paper's
       counts). The per-graph softmax subtracts each graph's maximum (see
       :func:`_softmax_rows`): no host sync, so the layer compiles with :func:`torch.compile`
@@ -459,7 +549,7 @@ class ExternalAttention(Module):
                                                     args[1], args[3], args[4], self.eps)
             else:
                 out, alpha = _ExternalUnits.apply(x, self.heads, index, num_groups or 0,
-                                                  *args[1:], self.eps)
+                                                  *args[1:], self.eps, need_attention)
         out = out.to(dtype).view(M, self.heads, dh)
         attn = alpha.to(dtype).view(M, self.heads, -1) if need_attention else None
         return out.reshape(M, self.channels), attn

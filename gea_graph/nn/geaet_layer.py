@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
 from gea_graph.nn.attention.plan import AttentionPlan
+from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.geanet import GEANet, resolve_norm
 from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
@@ -246,8 +246,6 @@ class GEAETLayer(Module):
             if m is not None and hasattr(m, "store_attention"):
                 m.store_attention = value
 
-    def _dropout(self, h: Tensor, p: float) -> Tensor:
-        return F.dropout(h, p, True) if p > 0.0 and self.training else h
 
     def forward(
         self,
@@ -275,7 +273,7 @@ class GEAETLayer(Module):
             if self.local_out_act:
                 h = self.act(h)
             if not self._mpnn_residual:
-                h = x + self._dropout(h, self.local_dropout)
+                h = dropout_add(h, x, self.local_dropout, self.training)
             if self.norm_local is not None:
                 h = self.norm_local(h, batch, num_graphs)
             out = h
@@ -286,7 +284,7 @@ class GEAETLayer(Module):
                                                        device=x.device)
             if attn_bias is not None:
                 plan = plan.with_bias(attn_bias)
-            h = x + self._dropout(self.attention(x, plan), self.global_dropout)
+            h = dropout_add(self.attention(x, plan), x, self.global_dropout, self.training)
             if self.norm_attn is not None:
                 h = self.norm_attn(h, batch, num_graphs)
             out = h if out is None else out + h
@@ -299,8 +297,8 @@ class GEAETLayer(Module):
 
         assert out is not None
         if self.ffn_in is not None:
-            h = self._dropout(self.act(self.ffn_in(out)), self.ffn_dropout)
-            out = out + self._dropout(self.ffn_out(h), self.ffn_dropout)
+            h = dropout(self.act(self.ffn_in(out)), self.ffn_dropout, self.training)
+            out = dropout_add(self.ffn_out(h), out, self.ffn_dropout, self.training)
         if self.norm_out is not None:
             out = self.norm_out(out, batch, num_graphs)
         return out, edge_out

@@ -9,6 +9,7 @@ from torch import Tensor
 from torch.nn import Module
 from torch_geometric.nn.resolver import normalization_resolver
 
+from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.external_attention import ExternalAttention
 from gea_graph.nn.norm import spans_processes
 
@@ -208,10 +209,10 @@ class GEANet(Module):
                 raise ValueError("GEANet with edge units needs 'edge_index' to batch the edges")
             edge_batch = batch.index_select(0, edge_index[0])
         h, edge_out = att(x, batch, edge_attr, edge_batch, num_graphs=num_graphs)
-        if self.dropout > 0.0 and self.training:
-            h = torch.nn.functional.dropout(h, self.dropout, True)
         if self.residual:
-            h = h + x
+            h = dropout_add(h, x, self.dropout, self.training)
+        else:
+            h = dropout(h, self.dropout, self.training)
         if self.norm is not None:
             h = self.norm(h, batch, num_graphs)
         return h, edge_out

@@ -14,6 +14,7 @@ from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver, normalize_string
 from torch_geometric.typing import OptTensor
 
+from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.geanet import resolve_norm
 from gea_graph.nn.norm import spans_processes
 
@@ -116,12 +117,12 @@ class GatedGCNLayer(Module):
 
         x_new = self.act(self._norm(self.bn_node, x_new))
         e_new = self.act(self._norm(self.bn_edge, e_hat))
-        if self.dropout > 0.0 and self.training:
-            x_new = F.dropout(x_new, self.dropout, True)
-            e_new = F.dropout(e_new, self.dropout, True)
         if self.residual:
-            x_new = x + x_new
-            e_new = edge_attr + e_new
+            x_new = dropout_add(x_new, x, self.dropout, self.training)
+            e_new = dropout_add(e_new, edge_attr, self.dropout, self.training)
+        else:
+            x_new = dropout(x_new, self.dropout, self.training)
+            e_new = dropout(e_new, self.dropout, self.training)
         return x_new, e_new
 
     def __repr__(self) -> str:
@@ -354,10 +355,7 @@ class MPNNBlock(Module):
         h, edge_out = self.mpnn(x, edge_index, edge_attr)
         if self.act is None:  # GatedGCN: act, dropout, residual and norm inside
             return h, edge_out
-        h = self.act(h)
-        if self.dropout > 0.0 and self.training:
-            h = F.dropout(h, self.dropout, True)
-        h = x + h
+        h = dropout_add(self.act(h), x, self.dropout, self.training)
         if self.norm is not None:
             h = self.norm(h, batch, num_graphs)
         return h, edge_out

@@ -37,17 +37,17 @@ def test_bf16_autocast_training_step_is_finite(name):
 
 def test_gea_softmax_runs_in_float32_under_autocast(monkeypatch):
     seen = []
-    softmax = ea._softmax_rows
+    exponentials = ea._unnormalized_exponentials  # the CPU path of the group softmax (small logits)
 
-    def spy(logits, *args, **kwargs):
-        out = softmax(logits, *args, **kwargs)
-        seen.append((logits.dtype, out.dtype))
-        return out
+    def spy(x, w_kt, *args, **kwargs):
+        e, sums = exponentials(x, w_kt, *args, **kwargs)
+        seen.append((x.dtype, w_kt.dtype, e.dtype, sums.dtype))
+        return e, sums
 
-    monkeypatch.setattr(ea, "_softmax_rows", spy)
+    monkeypatch.setattr(ea, "_unnormalized_exponentials", spy)
     att = ea.ExternalAttention(16, 4)
     x, batch = torch.randn(7, 16), torch.tensor([0, 0, 0, 1, 1, 1, 1])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, _ = att(torch.nn.Linear(16, 16)(x), batch, num_graphs=2)  # a bf16 input, as in a model
     assert out.dtype == torch.bfloat16  # the layer's output follows autocast ...
-    assert seen == [(torch.float32, torch.float32)]  # ... its normalisation does not
+    assert seen == [(torch.float32, ) * 4]  # ... its normalisation does not  # ... its normalisation does not

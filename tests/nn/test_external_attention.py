@@ -395,3 +395,33 @@ def test_unshifted_exponentials_match_the_shifted_softmax(cfg, monkeypatch):
     for a, b in zip(fast, run()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     assert not check(torch.tensor([[0.0, 63.0]]))  # out of range: the shift is taken
+
+
+@pytest.mark.parametrize("cfg", [{}, {"norm_scope": "batch"}, {"eps": None}, {"units": 3, "out_proj": True},
+                                 {"edge_units": True, "shared_unit": True, "edge_head_split": "strided"}])
+@pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: some chunks hold logits out of the unshifted range
+def test_chunked_node_matches_one_chunk(cfg, scale, monkeypatch):
+    """On CPU the autograd node works through the rows a chunk at a time (CHUNK_ROWS); chunks of a few rows,
+    cutting through graphs, give the outputs, attention maps and gradients of a single chunk."""
+    import gea_graph.nn.external_attention as ea_module
+
+    torch.manual_seed(0)
+    m = ExternalAttention(16, heads=4, **cfg)
+    x, batch, ei, ea = _batch([5, 1, 9, 3, 7], 16, dtype=torch.float32)
+    eb = batch[ei[0]]
+    x[20:] *= scale  # the last graph only: the range check fails in a late chunk
+
+    def run():
+        xr, ear = x.clone().requires_grad_(), ea.clone().requires_grad_()
+        m.zero_grad(set_to_none=True)
+        out, e_out, attn, _ = m(xr, batch, ear, eb, return_attention=True)
+        (out.sin().sum() + e_out.cos().sum()).backward()
+        return [out, e_out, attn, xr.grad, ear.grad] + [p.grad for p in m.parameters()]
+
+    whole = run()
+    monkeypatch.setattr(ea_module, "CHUNK_ROWS", 12)  # 3 nodes of 4 heads a chunk
+    for a, b in zip(whole, run()):
+        if a is None:
+            assert b is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -2,9 +2,10 @@ r"""AGF: attentive graph filter in the singular-value domain (Wi et al., 2025)."
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module, Parameter
+
+from gea_graph.nn.dropout import dropout
 
 from .dense import merge_heads
 from .plan import AttentionPlan, check_impl
@@ -197,7 +198,7 @@ class AGFAttention(Module):
             vt = torch.softmax(proj[1].masked_fill(~keep, torch.finfo(dtype).min), dim=-2)
             kv = torch.matmul(vt.transpose(-1, -2), proj[2])  # [B, H, D, D]: linear in N
             gate = u * self.filter(torch.sigmoid(proj[3]))
-            gate_d = F.dropout(gate, self.dropout, self.training) if self.dropout > 0 else gate
+            gate_d = dropout(gate, self.dropout, self.training)
             out = torch.matmul(gate_d, kv)  # [B, H, N, D]
             ortho = self._ortho_loss(u, vt, mask) if self.training else None
         return out, gate, vt, ortho

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
+from gea_graph.nn.dropout import dropout
+
 from .multihead import DenseAttentionBase
 
 _COEFFS = ("w0", "w1", "wK")
@@ -267,7 +269,7 @@ class GFSA(DenseAttentionBase):
             attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
             # Dropout before the filter; the same dropped matrix serves both products (as the
             # authors' Graphormer code, which squares the dropped-out matrix).
-            a = F.dropout(attn, self.dropout, self.training) if self.dropout > 0 else attn
+            a = dropout(attn, self.dropout, self.training)
             y = torch.matmul(a, v)  # \bar{A} V
             out = torch.matmul(a, torch.addcmul(v * c1.to(v.dtype).view(1, -1, 1, 1), y,
                                                 c2.to(v.dtype).view(1, -1, 1, 1)))

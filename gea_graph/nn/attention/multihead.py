@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module
 
+from gea_graph.nn.dropout import dropout
+
 from .dense import merge_heads
 from .packed import packed_attention
 from .plan import AttentionPlan, check_impl
@@ -243,7 +245,7 @@ class MultiheadAttention(DenseAttentionBase):
         if not need_weights:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
         attn = self._softmax_weights(q, k, bias)
-        return torch.matmul(F.dropout(attn, p, self.training), v), attn
+        return torch.matmul(dropout(attn, p, self.training), v), attn
 
     def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
         p = self.dropout if self.training else 0.0
