@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gea_graph import checks
-from gea_graph.bench.runner import variant_labels
+from gea_graph.bench.runner import device_label, variant_labels
 from gea_graph.data.files import copy_file, ensure_folder, write_text
 from gea_graph.train.recipe import load_yaml
 
@@ -311,11 +311,10 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
     sessions = info.get("invocations") or []
     loads = [v for s in sessions for v in s.get("load_average", [])]
     dates = f"{sessions[0]['start']} to {sessions[-1].get('end') or 'unfinished'}" if sessions else "unknown"
-    device = machine.get("gpu") or f"{machine.get('cpu', 'unknown CPU')}, {machine.get('cores', '?')} cores"
     lines = [
         f"Made by `{info.get('command') or '(command not recorded)'}` (output folder `{_rel(bench.path, page)}`).",
         "",
-        f"- machine: {device}; {machine.get('platform', '')}",
+        _machine_line(bench, machine, sessions),
         _settings_line(bench),
         (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
         f"{machine.get('torch_geometric')}, gea-graph {_commits(sessions, machine)}"),
@@ -327,6 +326,26 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         lines.append(f"- load average (1 min, sampled each minute): mean {sum(loads) / len(loads):.1f}, max "
                      f"{max(loads):.1f} on {cores} cores ({note}; times under a time cap depend on it)")
     return lines + [""]
+
+
+def _machine_line(bench: Bench, machine: dict, sessions: list[dict]) -> str:
+    r"""The machine of the bench; where its invocations ran on different machines (or some predate the
+    per-invocation record), each machine with its invocations and the runs it trained (a capped run's epochs depend
+    on the machine)."""
+    last = device_label(machine)
+    devices = [s.get("device") for s in sessions[:-1]] + [last]  # the top-level machine is the last invocation's
+    if all(d == last for d in devices):
+        return f"- machine: {last}; {machine.get('platform', '')}"
+    parts = []
+    for device in dict.fromkeys(devices):
+        numbers = [str(i + 1) for i, d in enumerate(devices) if d == device]
+        which = f"invocation{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+        if device is None:
+            parts.append(f"not recorded for {which} (made before each invocation recorded its machine)")
+            continue
+        runs = sorted({run["recipe"] for run in bench.runs if device in ((run["record"] or {}).get("devices") or [])})
+        parts.append(f"{device} for {which}" + (f" (runs of {', '.join(runs)})" if runs else ""))
+    return f"- machines: {'; '.join(parts)}; {machine.get('platform', '')} (the last invocation's platform)"
 
 
 def _settings_line(bench: Bench) -> str:

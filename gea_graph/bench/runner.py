@@ -209,6 +209,12 @@ def machine_info() -> dict[str, object]:
             "commit": _git_commit()}
 
 
+def device_label(machine: dict) -> str:
+    r"""What a run computed on, from :func:`machine_info`: the GPU, else the CPU model and its cores. A capped run's
+    epochs depend on it, so each invocation and each run record it."""
+    return machine.get("gpu") or f"{machine.get('cpu', 'unknown CPU')}, {machine.get('cores', '?')} cores"
+
+
 def _git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
@@ -259,12 +265,12 @@ def bench_info(previous: dict, command: str | None, jobs: int, threads: int | No
 
 
 def record_run(info: dict, run: BenchRun, settings: dict, overrides: Sequence[str], code: str,
-               commit: str | None) -> None:
-    r"""Records in ``info["runs"]`` the settings a run trains with, and each code version and commit it trained on
-    (a run resumed on other code lists both, and is reported apart from its siblings)."""
+               commit: str | None, device: str | None = None) -> None:
+    r"""Records in ``info["runs"]`` the settings a run trains with, and each code version, commit and device it
+    trained on (a run resumed on other code lists both, and is reported apart from its siblings)."""
     record = info.setdefault("runs", {}).setdefault(run.key, {})
     record.update({**settings, "overrides": list(overrides)})
-    for field, value in (("code", code), ("commits", commit)):
+    for field, value in (("code", code), ("commits", commit), ("devices", device)):
         if value is not None and value not in record.setdefault(field, []):
             record[field].append(value)
 
@@ -335,7 +341,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     info = bench_info(previous, command, jobs, threads, max_time, overrides)
     code = code_version()
     session = {"start": _now(), "end": None, "load_average": [], "commit": info["machine"]["commit"],
-               "stop_after_min": stop_after, "code": code}
+               "stop_after_min": stop_after, "code": code, "device": device_label(info["machine"])}
     info["invocations"].append(session)
     write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
@@ -370,7 +376,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                                         stdout=sink, stderr=subprocess.STDOUT if sink is not None else None)
                 active.append((tag, run, proc, sink))
                 started += 1
-                record_run(info, run, settings[run.key], run.overrides, code, session["commit"])
+                record_run(info, run, settings[run.key], run.overrides, code, session["commit"], session["device"])
                 write_json(out / BENCH_FILE, info)
             if not active and queue:  # the chunk's time is up: the rest waits for the next invocation
                 break

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from lightning.pytorch.callbacks import Callback
 
+from gea_graph.bench import runner
 from gea_graph.cli import main
 from gea_graph.train import fit, load_recipe, read_result
 from gea_graph.train.run import NoEpochError
@@ -81,6 +82,8 @@ def test_links_are_never_written_through_and_a_repeat_counts_once(recipe, tmp_pa
     record = json.loads((out / "bench.json").read_text())["runs"]["tiny-fake/seed0"]
     assert record["max_time_min"] is None and record["jobs"] == 1 and record["threads"] is None
     assert len(record["code"]) == 1 and len(record["recipe"]) == 10
+    info = json.loads((out / "bench.json").read_text())  # the machine of each invocation and each run
+    assert record["devices"] == [info["invocations"][-1]["device"]] == [runner.device_label(info["machine"])]
 
     assert bench(f"{recipe},{copy}", out, "--seeds", "0") == 2  # two recipes of one name would share a folder
     assert "are both named 'tiny-fake'" in error_line(capsys)

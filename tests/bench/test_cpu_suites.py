@@ -299,17 +299,15 @@ def test_committed_results_page_has_the_scripts_structure():
     assert "[docs/results.md](docs/results.md)" in (ROOT / "README.md").read_text()
 
 
-def test_the_committed_tree_sweep_resumes_with_only_the_missing_runs(tmp_path, monkeypatch, capsys):
+def test_the_committed_tree_sweep_is_complete_and_resumes_with_nothing_to_train(tmp_path, monkeypatch, capsys):
     # `gea-graph bench --suite tree-depth-cpu` on a copy of the committed folder (r = 2..4 made before the train pass
-    # and before r = 5, 6 joined the suite; then part of r = 5, 6): its complete runs are skipped, not refused,
-    # retrained or miscounted; only the suite's first missing recipe starts, with the suite's overrides and its own
-    # subset. Nothing trains here: each started run pauses at once (exit code 3), as `--stop-after` would leave it.
+    # and before r = 5, 6 joined the suite, then r = 5, 6 over three invocations): every run is complete, so each is
+    # skipped, not refused, retrained or miscounted, and nothing starts.
     out = tmp_path / "tree-depth-cpu"
     shutil.copytree(ROOT / "docs" / "results" / "runs" / "tree-depth-cpu", out)
     before = {p: p.read_bytes() for p in out.glob("*/seed*/result.json")}
-    complete = {p.parent.parent.name for p in before}
     suite = suites.SUITES["tree-depth-cpu"]
-    first_missing = next(r for r in suite.recipes if r not in complete)
+    assert {p.parent.parent.name for p in before} == set(suite.recipes)
     started = []
 
     def command(run, overrides, max_time, trainer_args, stop_after=None):
@@ -318,17 +316,15 @@ def test_the_committed_tree_sweep_resumes_with_only_the_missing_runs(tmp_path, m
 
     monkeypatch.setattr(runner, "train_command", command)
     monkeypatch.setattr(runner, "prepare_data", lambda runs, log=print: None)  # the r = 5, 6 data is not built
-    assert main(["bench", "--suite", "tree-depth-cpu", "--out", str(out), "--stop-after", "0"]) == 3
+    assert main(["bench", "--suite", "tree-depth-cpu", "--out", str(out), "--stop-after", "0"]) == 0
     printed = capsys.readouterr().out
-    assert len(before) >= 30 and len(before) % 2 == 0 and printed.count("complete, skipped") == len(before)
-    assert f"stopped after 0 minutes: {len(before)} of 50 runs complete" in printed
-    expected = (*suite.overrides_of(first_missing), )
-    assert started == [(f"{first_missing}/seed0", expected), (f"{first_missing}/seed1", expected)]
+    assert len(before) == 50 and printed.count("complete, skipped") == 50 and started == []
     assert {p: p.read_bytes() for p in out.glob("*/seed*/result.json")} == before
     info = json.loads((out / "bench.json").read_text())
     old = [k for k in info["runs"] if k.split("/")[0].endswith(("-r2", "-r3", "-r4"))]
     assert not old  # the runs made before per-run records keep none
-    assert info["runs"][f"{first_missing}/seed0"]["overrides"] == list(expected)
+    for recipe in ("gin-tree-r6", "gatedgcn-tree-r5"):  # the suite's own subset, recorded per run
+        assert info["runs"][f"{recipe}/seed0"]["overrides"] == list(suite.overrides_of(recipe))
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(before)
@@ -338,3 +334,20 @@ def test_the_committed_tree_sweep_resumes_with_only_the_missing_runs(tmp_path, m
     table = (out / "results.md").read_text()
     assert "| gcn-tree-r4 | 7,216 | 2 | 22 | – | 0.0663 ± 0.0018 | 0.0663 ± 0.0018 | – |" in table
     assert (out / "tree-depth-cpu.png").is_file()
+
+
+def test_the_page_names_each_machine_of_a_bench_and_the_runs_it_trained():
+    # A capped run's epochs depend on the machine: a bench resumed elsewhere lists its machines by invocation, with
+    # the runs each trained; invocations from before the per-invocation record say so.
+    mr = _make_results()
+    intel = {"cpu": "Intel Xeon", "cores": 2, "gpu": None, "platform": "Linux"}
+    amd = runner.device_label({"cpu": "AMD EPYC", "cores": 2})
+    bench = mr.Bench(Path("b"), {}, [{"recipe": "a", "record": {"devices": [amd]}},
+                                     {"recipe": "b", "record": {"devices": [runner.device_label(intel)]}},
+                                     {"recipe": "c", "record": None}])
+    sessions = [{}, {"device": amd}, {"device": amd}, {"device": runner.device_label(intel)}]
+    assert mr._machine_line(bench, intel, sessions) == (
+        "- machines: not recorded for invocation 1 (made before each invocation recorded its machine); "
+        "AMD EPYC, 2 cores for invocations 2, 3 (runs of a); Intel Xeon, 2 cores for invocation 4 (runs of b); "
+        "Linux (the last invocation's platform)")
+    assert mr._machine_line(bench, intel, sessions[-1:]) == "- machine: Intel Xeon, 2 cores; Linux"
