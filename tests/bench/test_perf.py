@@ -208,6 +208,32 @@ def test_geanet_step_row(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "gcn-geanet-peptides-func-cpu vs gcn-peptides-func-cpu" in row.note
 
 
+def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    # scripts/geanet_step_breakdown.py (quoted in docs/performance.md): every part of the two models of the row,
+    # interleaved, and what they imply for the row's ratio; here on a few random graphs with LapPE-10.
+    import importlib.util
+    import sys
+
+    def graphs(dataset: str, count: int) -> tuple:
+        out, note = _few_random_graphs(dataset, count)
+        for g in out:
+            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
+        return out, note
+
+    monkeypatch.setattr(perf_data, "real_graphs", graphs)
+    path = Path(__file__).resolve().parents[2] / "scripts" / "geanet_step_breakdown.py"
+    spec = importlib.util.spec_from_file_location("geanet_step_breakdown", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["geanet_step_breakdown.py", "--repeats", "1", "--threads", "1"])
+    module.main()
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| part")]
+    assert len(rows) == 12 and all(float(line.split("|")[2]) > 0 for line in rows)
+    assert "step ratio" in out and "with a GEA unit that cost nothing" in out
+
+
 def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> None:
     import yaml
 
