@@ -264,22 +264,34 @@ def depth_table(bench: Bench) -> list[str]:
     for model, by_depth in cells.items():
         for split in ("test", "train"):
             lines.append(f"| {model} | {split} | " + " | ".join(cell(by_depth.get(d), split) for d in depths) + " |")
-    lines = [("Accuracy by depth (test at the best validation epoch; train: that epoch's checkpoint on the training "
-              "split, – for runs made before it was measured):"), "", *lines, ""]
-    measured = {run["recipe"] for run in bench.runs}
-    missing = [r for r in suite_tree_recipes(bench) if r not in measured]
-    if missing:
-        lines += [(f"Not yet measured: {', '.join(missing)} (in the suite; rerunning its command below skips the "
-                   "complete runs and trains these)."), ""]
-    return lines
+    return [("Accuracy by depth (test at the best validation epoch; train: that epoch's checkpoint on the training "
+             "split, – for runs made before it was measured):"), "", *lines, ""]
 
 
-def suite_tree_recipes(bench: Bench) -> list[str]:
-    r"""The tree recipes of the bench's suite, in the suite's order (none for a bench of no known suite)."""
+def missing_runs(bench: Bench) -> list[str]:
+    r"""The runs of the bench's suite (its recipes x its seeds, or the command's ``--seeds``; in the suite's order)
+    without a complete run: a recipe with none by its name, one with some by its name and missing seeds (nothing for
+    a bench of no known suite, or a complete one)."""
     from gea_graph.bench.suites import SUITES
 
     suite = SUITES.get(bench.suite or "")
-    return [r for r in suite.recipes if "-tree-r" in r] if suite else []
+    if suite is None:
+        return []
+    words = (bench.info.get("command") or "").split()
+    chosen = [int(s) for s in words[words.index("--seeds") + 1].split(",")] if "--seeds" in words else None
+    done = {(run["recipe"], int(run["seed"])) for run in bench.runs}
+    missing = []
+    for recipe in suite.recipes:
+        wanted = chosen or suite.seeds_of(recipe)
+        seeds = [s for s in wanted if (recipe, s) not in done]
+        if len(seeds) == len(wanted):
+            missing.append(recipe)
+        elif seeds:
+            missing.append(f"{recipe} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})")
+    if not missing:
+        return []
+    return [(f"Not yet measured: {', '.join(missing)} (in the suite; rerunning its command below skips the "
+             "complete runs and trains these)."), ""]
 
 
 def zinc_goals(means: dict[str, float]) -> list[str]:
@@ -402,7 +414,7 @@ def bench_section(bench: Bench, title: str, intro: str, plots: tuple[str, ...], 
     if "tree-depth-cpu.png" in plots:
         lines += depth_table(bench)
     table, means = leaderboard(bench)
-    lines += table + [""]
+    lines += table + [""] + missing_runs(bench)
     if goals:
         lines += zinc_goals(means)
     lines += copy_plots(bench, plots, page, bench.suite or bench.path.name)

@@ -53,6 +53,12 @@ class Suite:
             epochs += n * recipe.trainer.max_epochs
         return runs, epochs
 
+    def seeds_of(self, recipe: str) -> tuple[int, ...]:
+        r"""The seeds the suite runs ``recipe`` with: the suite's, else the recipe's own ``trainer.seeds``."""
+        if self.seeds is not None:
+            return self.seeds
+        return tuple(load_recipe(resolve_recipe(recipe), self.overrides_of(recipe)).trainer.seeds)
+
     def overrides_of(self, recipe: str) -> tuple[str, ...]:
         r"""The suite's overrides of ``recipe``: its own (:attr:`recipe_overrides`), then the suite's."""
         return (*dict(self.recipe_overrides).get(recipe, ()), *self.overrides)
