@@ -31,7 +31,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -41,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gea_graph import checks
+from gea_graph.bench.child import child_env, gea_graph_command
 from gea_graph.data import DATASETS
 from gea_graph.data.files import (
     append_to,
@@ -181,8 +181,8 @@ def check_siblings(runs: Sequence[BenchRun], previous: dict, settings: dict[str,
 def train_command(run: BenchRun, overrides: Sequence[str], max_time: float | None,
                   trainer_args: Sequence[str], stop_after: float | None = None) -> list[str]:
     r"""The ``gea-graph train`` command line of one run."""
-    cmd = [sys.executable, "-m", "gea_graph", "train", str(run.path), *overrides, "--out", str(run.run_dir),
-           "--seed", str(run.seed), "--resume", "--no-progress", *trainer_args]
+    cmd = gea_graph_command("train", str(run.path), *overrides, "--out", str(run.run_dir), "--seed", str(run.seed),
+                            "--resume", "--no-progress", *trainer_args)
     if max_time is not None:
         cmd += ["--max-time", str(max_time)]
     if stop_after is not None:
@@ -345,7 +345,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
     info["invocations"].append(session)
     write_json(out / BENCH_FILE, info)
     extra = list(trainer_args) + (["--threads", str(threads)] if threads is not None else [])
-    env = dict(os.environ)
+    env = child_env()  # the runs import this process's gea_graph: the code the digest above names
     if threads is not None:  # also the OpenMP / MKL pools that torch.set_num_threads does not reach
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     queue: deque[tuple[str, BenchRun]] = deque()

@@ -23,7 +23,6 @@ import os
 import platform
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -36,6 +35,7 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gea_graph.bench.child import child_env, gea_graph_command
 from gea_graph.data.files import write_text
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
@@ -392,11 +392,7 @@ def one_process_run(ctx: Context) -> Path:
 
 def _python_env() -> dict[str, str]:
     # Subprocesses import the gea_graph of this process (a checkout need not be installed).
-    import gea_graph
-
-    env = dict(os.environ)
-    top = str(Path(gea_graph.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [top, env.get("PYTHONPATH")]))
+    env = child_env()
     env.pop("MASTER_PORT", None)
     return env
 
@@ -604,8 +600,8 @@ def check_ddp(ctx: Context) -> str:
     path, _ = molecule_recipe(ctx)
     one = one_process_run(ctx)
     two = ctx.workdir / "two-processes"
-    cmd = [sys.executable, "-m", "gea_graph", "train", str(path), "--out", str(two), "--accelerator",
-           accelerator(ctx), "--devices", "2", "--no-progress"]
+    cmd = gea_graph_command("train", str(path), "--out", str(two), "--accelerator", accelerator(ctx), "--devices", "2",
+                            "--no-progress")
     if not ctx.cuda:
         cmd += ["--threads", "1"]
     for _ in range(3):  # a rendezvous port taken by another process in between: start again

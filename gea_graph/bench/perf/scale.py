@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import gea_graph
+from gea_graph.bench.child import child_env
 from gea_graph.bench.measure import Measurement, load_average, measure
 from gea_graph.bench.perf.core import Row, Settings, Target
 from gea_graph.bench.replica import make_replica
@@ -45,17 +45,9 @@ _OURS = "import sys\nfrom gea_graph.data import PCQM4Mv2\nPCQM4Mv2(sys.argv[1], 
 _OGB = "import sys\nfrom gea_graph.bench.replica import ogb_pcqm4mv2\nogb_pcqm4mv2(sys.argv[1])\n"
 
 
-def _subprocess_env() -> dict[str, str]:
-    # The subprocesses import the same gea_graph as this process (a checkout need not be installed).
-    env = dict(os.environ)
-    top = str(Path(gea_graph.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [top, env.get("PYTHONPATH")]))
-    return env
-
-
 def _build(label: str, code: str, root: Path) -> Measurement:
     result = measure(label, [sys.executable, "-c", code, str(root), SCALE_PE], root / "pcqm4m-v2" / "processed",
-                     env=_subprocess_env())
+                     env=child_env())  # the same gea_graph as this process
     if result.exit_status != 0:
         raise RuntimeError(f"the {label} build of {root} exited with status {result.exit_status}")
     return result

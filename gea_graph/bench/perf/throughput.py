@@ -143,8 +143,11 @@ def measure_in_fresh_process(root: str, steps: int, device: str) -> dict[str, ob
     import subprocess
     import sys
 
+    from gea_graph.bench.child import child_env
+
     out = subprocess.run([sys.executable, "-m", "gea_graph.bench.perf.throughput", root, str(steps), device,
-                          str(torch.get_num_threads())], check=True, capture_output=True, text=True).stdout
+                          str(torch.get_num_threads())], check=True, capture_output=True, text=True,
+                         env=child_env()).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

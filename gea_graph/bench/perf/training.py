@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 
@@ -105,9 +104,10 @@ def suite_recipes() -> tuple[str, ...]:
 
 
 def _run(command: Sequence[str], label: str, out: str) -> int:
+    from gea_graph.bench.child import child_env
     from gea_graph.bench.measure import measure
 
-    result = measure(label, command, out)
+    result = measure(label, command, out, env=child_env())
     if result.exit_status != 0:
         raise RuntimeError(f"{label} exited with {result.exit_status}: {' '.join(command)}")
     return result.peak_rss_bytes
@@ -123,7 +123,9 @@ def training_rss_rows(settings: Settings, recipes: Sequence[str] | None = None,
     recipes = tuple(recipes or suite_recipes())
     steps = QUICK_STEPS if settings.quick else None
     peaks: dict[str, int] = {}
-    python = [sys.executable, "-m", "gea_graph"]
+    from gea_graph.bench.child import child_env, gea_graph_command
+
+    python = gea_graph_command()
     with tempfile.TemporaryDirectory(prefix="gea-graph-perf-rss-") as tmp:
         for name in recipes:
             recipe = load_recipe(resolve_recipe(name), list(overrides))
@@ -135,7 +137,7 @@ def training_rss_rows(settings: Settings, recipes: Sequence[str] | None = None,
                     prepare += ["--root", str(recipe.data.root)]
                 if "depth" in recipe.data.options:
                     prepare += ["--depth", str(recipe.data.options["depth"])]
-                subprocess.run(prepare, check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(prepare, check=True, stdout=subprocess.DEVNULL, env=child_env())
             subset = [f"data.subset={steps * recipe.trainer.batch_size}"] if steps else []
             run_dir = os.path.join(tmp, recipe.name)
             command = [*python, "train", name, "trainer.max_epochs=1", *subset, *overrides, "--out", run_dir,
