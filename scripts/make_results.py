@@ -164,6 +164,12 @@ class Bench:
         return words[words.index("--suite") + 1] if "--suite" in words else None
 
     @property
+    def seeds(self) -> list[int] | None:
+        r"""The seeds its command chose (``--seeds``), else ``None`` (the suite's or the recipes' own)."""
+        words = (self.info.get("command") or "").split()
+        return [int(s) for s in words[words.index("--seeds") + 1].split(",")] if "--seeds" in words else None
+
+    @property
     def gpu(self) -> str | None:
         return (self.info.get("machine") or {}).get("gpu")
 
@@ -277,12 +283,10 @@ def missing_runs(bench: Bench) -> list[str]:
     suite = SUITES.get(bench.suite or "")
     if suite is None:
         return []
-    words = (bench.info.get("command") or "").split()
-    chosen = [int(s) for s in words[words.index("--seeds") + 1].split(",")] if "--seeds" in words else None
     done = {(run["recipe"], int(run["seed"])) for run in bench.runs}
     missing = []
     for recipe in suite.recipes:
-        wanted = chosen or suite.seeds_of(recipe)
+        wanted = bench.seeds or suite.seeds_of(recipe)
         seeds = [s for s in wanted if (recipe, s) not in done]
         if len(seeds) == len(wanted):
             missing.append(recipe)
