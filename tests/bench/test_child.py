@@ -26,9 +26,10 @@ def _shadow(folder):
 @needs_safe_path
 def test_a_child_imports_this_gea_graph_not_the_one_in_its_cwd(tmp_path):
     cwd = _shadow(tmp_path / "elsewhere")
-    trapped = subprocess.run([sys.executable, "-c", WHICH], cwd=cwd, capture_output=True, text=True)
+    trapped = subprocess.run([sys.executable, "-c", WHICH], cwd=cwd, capture_output=True, text=True, check=False)
     assert "the shadow gea_graph of the cwd" in trapped.stderr  # the trap, without child_env
-    ours = subprocess.run([sys.executable, "-c", WHICH], cwd=cwd, capture_output=True, text=True, env=child_env())
+    ours = subprocess.run([sys.executable, "-c", WHICH], cwd=cwd, capture_output=True, text=True, check=False,
+                          env=child_env())
     assert ours.returncode == 0 and ours.stdout.strip() == gea_graph.__file__
 
 
