@@ -63,7 +63,7 @@ LOCK_FILE = ".lock"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
 RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
                      "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.eval_train",
-                     "model.attn_impl")
+                     "trainer.release_memory_every", "model.attn_impl")
 
 
 class RunLockError(LockError):
@@ -560,7 +560,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         max_epochs=tr.max_epochs, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
         strategy=strategy, precision=resolve_precision(tr.precision, accelerator),
         gradient_clip_val=recipe.optim.clip, logger=loggers,
-        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE), ReleaseFreeHeap(), *([pause] if pause else []),
+        callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE),
+                   ReleaseFreeHeap(tr.release_memory_every), *([pause] if pause else []),
                    *callbacks],
         plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,
         num_sanity_val_steps=0, enable_progress_bar=progress, enable_model_summary=False,

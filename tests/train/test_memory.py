@@ -41,6 +41,36 @@ def test_training_releases_the_heap_every_few_steps_and_around_validation(tmp_pa
         memory.ReleaseFreeHeap(every=0)
 
 
+def test_recipe_sets_how_often_the_run_releases_the_heap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"]["release_memory_every"] = 3
+    fit(recipe_from_dict(raw, name="fake"), tmp_path / "run", progress=False, verbose=False, accelerator="cpu",
+        devices=1)
+    # 8 steps: releases after steps 3 and 6, plus 2 around the validation.
+    assert len(calls) == 2 + 2
+
+
+@pytest.mark.parametrize("every", [0, -1, 2.5, "4"])
+def test_release_memory_every_must_be_a_positive_step_count(every):
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"]["release_memory_every"] = every
+    with pytest.raises(ValueError, match="release_memory_every"):
+        recipe_from_dict(raw, name="fake")
+
+
+def test_release_memory_every_is_resumable_and_leaves_the_digest():
+    from gea_graph.train.run import recipe_changes, recipe_digest
+
+    base = recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake").to_dict()
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"]["release_memory_every"] = 1
+    changed = recipe_from_dict(raw, name="fake").to_dict()
+    assert recipe_changes(base, changed) == []
+    assert recipe_digest(base) == recipe_digest(changed)
+
+
 def test_cli_turns_on_huge_page_allocation_before_torch():
     code = ("import os; os.environ.pop('THP_MEM_ALLOC_ENABLE', None); import gea_graph.cli, sys; "
             "print(os.environ['THP_MEM_ALLOC_ENABLE'], 'torch' in sys.modules)")
