@@ -1,6 +1,7 @@
 r"""Dropout that is fast on CPU, and dropout fused with the residual sum that follows it."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -21,21 +22,25 @@ def _fast(x: Tensor, p: float) -> bool:
             and not torch.compiler.is_compiling())
 
 
-def _scaled_keep_mask(x: Tensor, p: float) -> Tensor:
-    # 64 random bits from torch's generator give two int32 lanes, uniform on [-2^31, 2^31); a lane at or above
-    # the threshold keeps its element, so P(drop) = round(p 2^32) / 2^32. The mask holds 0 or 1 / (1 - p).
-    n = x.numel()
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-(2**63), None)
-    lanes = bits.view(torch.int32)[:n].view(x.shape)
+def scaled_keep_mask(shape: tuple[int, ...], p: float, dtype: torch.dtype = torch.float32,
+                     generator: torch.Generator | None = None) -> Tensor:
+    r"""A CPU dropout mask of :obj:`shape`: each element is :math:`1 / (1 - p)` (kept) or 0 (dropped, with
+    probability :obj:`p` rounded to a multiple of :math:`2^{-32}`), from 32 random bits per element drawn in bulk
+    from :obj:`generator` (default: torch's default generator)."""
+    # 64 random bits give two int32 lanes, uniform on [-2^31, 2^31); a lane at or above the threshold keeps its
+    # element, so P(drop) = round(p 2^32) / 2^32.
+    n = math.prod(shape)
+    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-(2**63), None, generator=generator)
+    lanes = bits.view(torch.int32)[:n].view(shape)
     threshold = round(p * _LANE_RANGE) - _LANE_RANGE // 2
-    mask = torch.ge(lanes, threshold, out=torch.empty(x.shape, dtype=x.dtype))
+    mask = torch.ge(lanes, threshold, out=torch.empty(shape, dtype=dtype))
     return mask.mul_(1.0 / (1.0 - p))
 
 
 class _Dropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, p: float) -> Tensor:
-        mask = _scaled_keep_mask(x, p)
+        mask = scaled_keep_mask(x.shape, p, x.dtype)
         ctx.save_for_backward(mask)
         return x * mask
 
@@ -48,7 +53,7 @@ class _Dropout(torch.autograd.Function):
 class _DropoutAdd(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, residual: Tensor, p: float) -> Tensor:
-        mask = _scaled_keep_mask(x, p)
+        mask = scaled_keep_mask(x.shape, p, x.dtype)
         ctx.save_for_backward(mask)
         return torch.addcmul(residual, x, mask)
 

@@ -16,6 +16,7 @@ from gea_graph.nn.attention.packed import (
 )
 from gea_graph.nn.attention.plan import AttentionPlan, plan_groups
 from gea_graph.nn.compiling import DynamicCompiled
+from gea_graph.nn.dropout import scaled_keep_mask
 from gea_graph.nn.sync_census import SyncCensus
 
 C, H = 16, 2
@@ -136,24 +137,30 @@ def test_packed_kernel_matches_a_loop_over_graphs_in_float64():
 
 
 def test_packed_kernel_with_dropout_is_a_function_of_its_seed():
-    # gradcheck / opcheck: the backward redraws the forward's keep mask from the seed tensor
-    ptr = torch.tensor((0, ) + SIZES[:6]).cumsum(0)
+    # gradcheck / opcheck: the backward redraws the forward's keep masks from the seed tensor; sizes 3 and 1 are
+    # shared by several graphs, so their masks are drawn and applied as one batch
+    ptr = torch.tensor((0, 3, 0, 1, 3, 5, 1, 0, 3)).cumsum(0)
     q, k, v = (torch.randn(int(ptr[-1]), H, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     seed = torch.tensor(7)
     assert torch.autograd.gradcheck(lambda a, b, c: _packed_attention_cpu(a, b, c, ptr, 0.5, 0.4, seed)[0],
                                     (q, k, v))
     torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.4, seed))
     torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.0, None))
-    # the math: dropout on the softmax weights (kept ones scaled by 1 / (1 - p)), a mask per non-empty graph drawn
-    # in graph order from a generator seeded with the seed tensor
+    # the math: dropout on the softmax weights (kept ones scaled by 1 / (1 - p)), one mask [m, H, n, n] per graph
+    # size n shared by m graphs, the sizes in the order of their first graph, drawn by scaled_keep_mask from a
+    # generator seeded with the seed tensor
     out = _packed_attention_cpu(q, k, v, ptr, 0.5, 0.4, seed)[0]
     gen = torch.Generator().manual_seed(7)
+    bounds = [(s, e) for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()) if e > s]
+    sizes = list(dict.fromkeys(e - s for s, e in bounds))
+    keeps = {n: scaled_keep_mask((sum(e - s == n for s, e in bounds), H, n, n), 0.4, torch.float64, gen).unbind(0)
+             for n in sizes}
+    drawn = {n: 0 for n in sizes}
     rows = []
-    for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
-        if e == s:
-            continue
+    for s, e in bounds:
         a = torch.softmax(0.5 * q[s:e].transpose(0, 1) @ k[s:e].permute(1, 2, 0), -1)
-        keep = torch.empty(H, e - s, e - s).bernoulli_(0.6, generator=gen).double() / 0.6
+        keep = keeps[e - s][drawn[e - s]]
+        drawn[e - s] += 1
         rows.append(((a * keep) @ v[s:e].transpose(0, 1)).transpose(0, 1))
     torch.testing.assert_close(out, torch.cat(rows))
     assert not torch.allclose(out, packed_attention(q, k, v, ptr, scale=0.5))
@@ -297,3 +304,21 @@ def test_packed_softmax_runs_the_flash_kernel_without_any_mask():
     assert {"aten::_scaled_dot_product_flash_attention_for_cpu",
             "aten::_scaled_dot_product_flash_attention_for_cpu_backward"} <= ops
     assert not ops & {"aten::masked_fill", "aten::masked_fill_", "aten::_scaled_dot_product_attention_math"}
+
+
+def test_auto_runs_cpu_attention_dropout_of_small_graphs_on_grouped_blocks():
+    from gea_graph.nn.attention.multihead import GROUPED_DROPOUT_MAX_NODES, MultiheadAttention
+
+    small = AttentionPlan(torch.tensor([0, 5, 5, 12]), 12)
+    large = AttentionPlan(torch.tensor([0, 3, GROUPED_DROPOUT_MAX_NODES + 4]), GROUPED_DROPOUT_MAX_NODES + 4)
+    attn = MultiheadAttention(8, 2, dropout=0.3).train()
+    assert attn.resolve_impl(small) == "grouped"  # the packed kernel would run explicit math per graph size
+    assert attn.resolve_impl(large) == "packed"
+    assert attn.eval().resolve_impl(small) == "packed"  # no dropout: the flash kernel
+    assert MultiheadAttention(8, 2, dropout=0.0).train().resolve_impl(small) == "packed"
+    forced = MultiheadAttention(8, 2, dropout=0.3, impl="packed").train()
+    assert forced.resolve_impl(small) == "packed"
+    # the same function either way: with the dropout off, the two paths agree
+    forced.load_state_dict(attn.state_dict())
+    x = torch.randn(12, 8)
+    torch.testing.assert_close(attn.eval()(x, small), forced.eval()(x, small))

@@ -15,6 +15,11 @@ from .dense import merge_heads
 from .packed import packed_attention
 from .plan import AttentionPlan, check_impl
 
+#: Largest graph (nodes) of a batch whose CPU attention dropout ``"auto"`` runs on grouped blocks instead of packed
+#: rows (``scripts/attention_dropout_crossover.py``: grouped takes 0.66x the time of packed on graphs of 19-38
+#: nodes, 0.97x at 48-96, 1.05x at 64-128).
+GROUPED_DROPOUT_MAX_NODES = 96
+
 
 class DenseAttentionBase(Module):
     r"""Shared plumbing of the global attentions with a score matrix: a fused ``q, k, v`` projection,
@@ -106,12 +111,21 @@ class DenseAttentionBase(Module):
         r"""The implementation a packed call with ``plan`` runs: :attr:`impl`, with ``"auto"``
         resolved (``"packed"`` when :attr:`packable` and the plan has no bias, else
         ``"grouped"``); ``"dense"`` whenever the weights are asked for (their
-        :math:`[B, H, N, N]` layout)."""
+        :math:`[B, H, N, N]` layout). One exception to ``"packed"``: attention dropout in training
+        on CPU, eager, in a batch whose largest graph has at most :data:`GROUPED_DROPOUT_MAX_NODES`
+        nodes runs ``"grouped"``: the packed kernel then runs explicit math once per graph size,
+        and on small graphs a few blocks with SDPA's own dropout cost less (``docs/performance.md``,
+        "Attention dropout on CPU")."""
         if need_weights:
             return "dense"
         impl = self.impl
         if impl == "auto":
-            return "packed" if self.packable and not plan.has_bias else "grouped"
+            if not self.packable or plan.has_bias:
+                return "grouped"
+            small_graph_dropout = (self.training and self.dropout > 0.0 and plan.ptr.device.type == "cpu"
+                                   and not torch.compiler.is_compiling()
+                                   and plan.max_num_nodes <= GROUPED_DROPOUT_MAX_NODES)
+            return "grouped" if small_graph_dropout else "packed"
         if impl == "packed" and plan.has_bias:
             raise ValueError(f"{type(self).__name__}: attn_impl 'packed' takes no attention bias; "
                              "use 'grouped', 'dense' or 'auto' with a bias")

@@ -12,9 +12,10 @@ device (:func:`packed_backend`):
 * **CPU** (``"cpu_flash"``): the custom operator ``gea_graph::packed_attention`` (:func:`torch.library.custom_op`)
   whose forward and backward loop ATen's CPU flash-attention kernels over the graphs, unpadded: one call per graph
   size (the graphs of one size gathered into one batched call; a size one graph has is a view, no copy; empty
-  graphs are skipped). With attention dropout in training (the flash kernel has none) it runs, graph by graph,
-  the explicit math of the flash kernel (scores, log-sum-exp, a Bernoulli keep mask drawn from a seed tensor, so
-  the backward redraws the same mask). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
+  graphs are skipped). With attention dropout in training (the flash kernel has none) it runs, one batched call
+  per graph size, the explicit math of the flash kernel (scores, log-sum-exp, a keep mask per size drawn by
+  :func:`~gea_graph.nn.dropout.scaled_keep_mask` from a generator seeded with a seed tensor, so the backward
+  redraws the same masks). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
   graph break, no recompile per batch: shapes are those of ``q``) and :func:`torch.export`.
 * **CUDA** (chosen by dtype; *unverified on a GPU*: no GPU was lent while writing it, the CPU tests run the NJT
   and FlexAttention code paths on CPU):
@@ -36,6 +37,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from gea_graph.nn.dropout import scaled_keep_mask
 
 #: The backends of :func:`packed_attention` (``"auto"`` picks one with :func:`packed_backend`).
 BACKENDS = ("auto", "cpu_flash", "njt", "varlen", "flex")
@@ -60,12 +63,6 @@ def _generator(seed: Tensor | None) -> torch.Generator | None:
     if seed is None:
         return None
     return torch.Generator().manual_seed(int(seed))
-
-
-def _keep_mask(gen: torch.Generator, heads: int, n: int, dropout_p: float, dtype: torch.dtype) -> Tensor:
-    # 1 / (1 - p) on kept weights, 0 on dropped ones (as F.dropout)
-    keep = torch.empty(heads, n, n).bernoulli_(1.0 - dropout_p, generator=gen)
-    return keep.to(dtype).div_(1.0 - dropout_p)
 
 
 def _segments(ptr: Tensor) -> list[tuple[int, int]]:
@@ -134,13 +131,13 @@ def _packed_attention_cpu(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: f
             _put_lse(lse, n, where, m)
         return out, lse
     gen = _generator(seed)
-    for s, e in _segments(ptr):  # attention dropout: the flash kernel's math, one graph at a time
-        qg, kg, vg = (t[s:e].transpose(0, 1) for t in (q, k, v))  # [H, n, D]
-        scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale)
+    for n, where in _size_classes(ptr):  # attention dropout: the flash kernel's math, one call per graph size
+        qg, kg, vg = _rows(q, n, where), _rows(k, n, where), _rows(v, n, where)  # [m, H, n, D]
+        scores = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
-        weights = scores.sub_(m.unsqueeze(-1)).exp_().mul_(_keep_mask(gen, H, e - s, dropout_p, q.dtype))
-        out[s:e].copy_(torch.bmm(weights, vg).transpose(0, 1))
-        lse[:, s:e].copy_(m)
+        keep = scaled_keep_mask(scores.shape, dropout_p, q.dtype, gen)
+        _put(out, n, where, torch.matmul(scores.sub_(m.unsqueeze(-1)).exp_().mul_(keep), vg))
+        _put_lse(lse, n, where, m)
     return out, lse
 
 
@@ -165,15 +162,16 @@ def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor
                 _put(acc, n, where, g)
         return dq, dk, dv
     gen = _generator(seed)
-    for s, e in _segments(ptr):  # the flash backward's math, with the forward's keep mask redrawn from the seed
-        qg, kg, vg, go = (t[s:e].transpose(0, 1) for t in (q, k, v, grad))  # [H, n, D]
-        probs = torch.bmm(qg, kg.transpose(1, 2)).mul_(scale).sub_(lse[:, s:e].unsqueeze(-1)).exp_()
-        keep = _keep_mask(gen, H, e - s, dropout_p, q.dtype)
-        dv[s:e].copy_(torch.bmm((probs * keep).transpose(1, 2), go).transpose(0, 1))
-        dprobs = torch.bmm(go, vg.transpose(1, 2)).mul_(keep)
+    for n, where in _size_classes(ptr):  # the flash backward's math, with the forward's keep masks redrawn
+        qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
+        probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_rows(lse, n, where).unsqueeze(-1))
+        probs = probs.exp_()
+        keep = scaled_keep_mask(probs.shape, dropout_p, q.dtype, gen)
+        _put(dv, n, where, torch.matmul((probs * keep).transpose(-1, -2), go))
+        dprobs = torch.matmul(go, vg.transpose(-1, -2)).mul_(keep)
         dscores = torch._softmax_backward_data(dprobs, probs, -1, probs.dtype).mul_(scale)
-        dq[s:e].copy_(torch.bmm(dscores, kg).transpose(0, 1))
-        dk[s:e].copy_(torch.bmm(dscores.transpose(1, 2), qg).transpose(0, 1))
+        _put(dq, n, where, torch.matmul(dscores, kg))
+        _put(dk, n, where, torch.matmul(dscores.transpose(-1, -2), qg))
     return dq, dk, dv
 
 
