@@ -110,6 +110,13 @@ def test_packed_refuses_what_it_cannot_do():
         attention_resolver("agf", C, H)(x, plan)
 
 
+@pytest.mark.parametrize("ptr", [[0, 3, 5], [0, 3, 9], [1, 3, 7], [0, 5, 3, 7], []])
+def test_packed_kernel_refuses_a_ptr_that_does_not_cover_the_rows(ptr):
+    q = torch.randn(7, H, 4)
+    with pytest.raises(ValueError, match="ptr must rise from 0 to the 7 rows"):
+        packed_attention(q, q, q, torch.tensor(ptr, dtype=torch.long))
+
+
 @pytest.mark.parametrize("name", ATTENTIONS)
 def test_stored_and_returned_weights_keep_the_dense_layout(name):
     x, batch, ptr = packed_batch()

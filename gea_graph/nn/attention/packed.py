@@ -65,17 +65,19 @@ def _generator(seed: Tensor | None) -> torch.Generator | None:
     return torch.Generator().manual_seed(int(seed))
 
 
-def _segments(ptr: Tensor) -> list[tuple[int, int]]:
-    bounds = ptr.tolist()
-    return [(s, e) for s, e in itertools.pairwise(bounds) if e > s]
-
-
-def _size_classes(ptr: Tensor) -> list[tuple[int, Tensor | int]]:
+def _size_classes(ptr: Tensor, num_rows: int) -> list[tuple[int, Tensor | int]]:
     # The non-empty graphs by node count: (n, first row) for a size that one graph has, (n, rows [m * n]) for a size
     # that m > 1 graphs share, which one batched kernel call then serves (the rows gathered; fewer, larger calls).
+    # The graphs must cover the rows exactly (the outputs are written graph by graph, never zero-filled).
+    bounds = ptr.tolist()
+    if (ptr.dim() != 1 or not bounds or bounds[0] != 0 or bounds[-1] != num_rows
+            or any(e < s for s, e in itertools.pairwise(bounds))):
+        raise ValueError(f"packed_attention: ptr must rise from 0 to the {num_rows} rows of q, k, v (PyG's "
+                         f"batch.ptr), got {bounds if len(bounds) <= 8 else bounds[:4] + ['...'] + bounds[-3:]}")
     by_size: dict[int, list[int]] = {}
-    for s, e in _segments(ptr):
-        by_size.setdefault(e - s, []).append(s)
+    for s, e in itertools.pairwise(bounds):
+        if e > s:
+            by_size.setdefault(e - s, []).append(s)
     out: list[tuple[int, Tensor | int]] = []
     for n, starts in by_size.items():
         if len(starts) == 1:
@@ -124,14 +126,14 @@ def _packed_attention_cpu(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: f
     out = q.new_empty(N, H, D)
     lse = q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
     if dropout_p == 0.0:
-        for n, where in _size_classes(ptr):  # one flash call per graph size
+        for n, where in _size_classes(ptr, N):  # one flash call per graph size
             o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
             _put(out, n, where, o)
             _put_lse(lse, n, where, m)
         return out, lse
     gen = _generator(seed)
-    for n, where in _size_classes(ptr):  # attention dropout: the flash kernel's math, one call per graph size
+    for n, where in _size_classes(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
         qg, kg, vg = _rows(q, n, where), _rows(k, n, where), _rows(v, n, where)  # [m, H, n, D]
         scores = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
@@ -152,9 +154,10 @@ def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor
                                    ptr: Tensor, scale: float, dropout_p: float,
                                    seed: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     N, H, D = q.shape
-    dq, dk, dv = (q.new_zeros(N, H, D) for _ in range(3))  # rows of empty graphs: none; keep zeros anyway
+    # Every row belongs to a non-empty graph (ptr covers 0..N), and each size class writes all its graphs' rows.
+    dq, dk, dv = (q.new_empty(N, H, D) for _ in range(3))
     if dropout_p == 0.0:
-        for n, where in _size_classes(ptr):
+        for n, where in _size_classes(ptr, N):
             grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
                 _rows(out, n, where), _lse_rows(lse, n, where), 0.0, False, scale=scale)
@@ -162,7 +165,7 @@ def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor
                 _put(acc, n, where, g)
         return dq, dk, dv
     gen = _generator(seed)
-    for n, where in _size_classes(ptr):  # the flash backward's math, with the forward's keep masks redrawn
+    for n, where in _size_classes(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
         qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
         probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_rows(lse, n, where).unsqueeze(-1))
         probs = probs.exp_()
