@@ -61,5 +61,6 @@ def _time_case(largest: int, count: int, repeats: int) -> dict[str, float]:
             times[impl].append(time.perf_counter() - start)
     return {impl: statistics.median(t) * 1e3 for impl, t in times.items()}
 
+
 if __name__ == "__main__":
     main()
