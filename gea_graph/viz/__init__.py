@@ -11,15 +11,28 @@
 * :mod:`gea_graph.viz.draw`: drawing molecules with per-atom scores (grid, colour bars, caption; PNG or SVG).
 """
 
-from gea_graph.viz.capture import KINDS, capture_attention
-from gea_graph.viz.draw import ColourScale, MolPicture, Panel, draw_molecule, draw_panels, to_mol
-from gea_graph.viz.pictures import AtomAttention, atom_attention, attention_picture
-from gea_graph.viz.scores import (
-    EXTERNAL_REDUCTIONS,
-    describe_reduction,
-    reduce_external,
-    reduce_self,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names load on first use (PEP 562): RDKit's drawing module needs X11 client libraries (libXrender) that headless
+# machines may lack, so importing this package, or ``gea_graph.viz.scores`` through it, must not pull it in.
+_MODULE_OF = {
+    "KINDS": "capture", "capture_attention": "capture",
+    "ColourScale": "draw", "MolPicture": "draw", "Panel": "draw", "draw_molecule": "draw", "draw_panels": "draw",
+    "to_mol": "draw",
+    "AtomAttention": "pictures", "atom_attention": "pictures", "attention_picture": "pictures",
+    "EXTERNAL_REDUCTIONS": "scores", "describe_reduction": "scores", "reduce_external": "scores",
+    "reduce_self": "scores",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+
 
 __all__ = [
     "EXTERNAL_REDUCTIONS",
