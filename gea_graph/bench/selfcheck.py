@@ -375,16 +375,28 @@ def accelerator(ctx: Context) -> str:
     return "gpu" if ctx.cuda else "cpu"
 
 
+#: Torch threads of each CPU process of the DDP check, and of the one-process run it is compared with: with other
+#: thread counts, sums of float32 run in another order, and two epochs amplify the rounding gaps past the tolerance.
+DDP_CPU_THREADS = 1
+
+
 def one_process_run(ctx: Context) -> Path:
-    r"""The molecule recipe trained by one process on the device (``gea_graph.train.fit``); its run folder."""
+    r"""The molecule recipe trained by one process on the device (``gea_graph.train.fit``; on a CPU with
+    :data:`DDP_CPU_THREADS` threads, as the DDP check's processes); its run folder."""
 
     def make() -> Path:
         from gea_graph.train import fit, load_recipe
 
         path, _ = molecule_recipe(ctx)
         out = ctx.workdir / "one-process"
-        fit(load_recipe(path), out, accelerator=accelerator(ctx), devices=[ctx.device.index or 0] if ctx.cuda else 1,
-            progress=False, verbose=False)
+        threads = torch.get_num_threads()
+        if not ctx.cuda:  # the threads of the DDP check's processes: CPU kernels sum in an order set by the threads
+            torch.set_num_threads(DDP_CPU_THREADS)
+        try:
+            fit(load_recipe(path), out, accelerator=accelerator(ctx),
+                devices=[ctx.device.index or 0] if ctx.cuda else 1, progress=False, verbose=False)
+        finally:
+            torch.set_num_threads(threads)
         return out
 
     return ctx.cached("one_process_run", make)
@@ -603,7 +615,7 @@ def check_ddp(ctx: Context) -> str:
     cmd = gea_graph_command("train", str(path), "--out", str(two), "--accelerator", accelerator(ctx), "--devices", "2",
                             "--no-progress")
     if not ctx.cuda:
-        cmd += ["--threads", "1"]
+        cmd += ["--threads", str(DDP_CPU_THREADS)]
     for _ in range(3):  # a rendezvous port taken by another process in between: start again
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_python_env(), cwd=ctx.workdir, check=False)
         if proc.returncode == 0 or "address already in use" not in proc.stderr.lower():

@@ -32,6 +32,17 @@ def test_cpu_quick_selfcheck_passes(tmp_path):
     assert "peak memory (CPU resident)" in proc.stdout
 
 
+
+def test_full_ddp_check_passes_with_two_threads(tmp_path):
+    # `gea-graph selfcheck` as the README runs it: two epochs, and this process with 2 torch threads. The one-process
+    # reference trains with the DDP processes' thread count (with 2 threads it drifted 4e-4 from them by epoch 2).
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, "-m", "gea_graph", "selfcheck", "--device", "cpu", "--only",
+                           "DDP: 2 processes = 1 process"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "| DDP: 2 processes = 1 process | pass |" in proc.stdout and "2 epoch(s)" in proc.stdout
+
 def test_a_failing_check_fails_the_run_and_a_skipped_one_does_not(monkeypatch, capsys):
     monkeypatch.setattr(selfcheck, "CHECKS", dict(CHECKS))  # the registry as it was, after the test
 
