@@ -13,6 +13,7 @@ from gea_graph.nn.attention.packed import (
     block_mask_from_ptr,
     packed_attention,
     packed_backend,
+    pad_head_dim,
 )
 from gea_graph.nn.attention.plan import AttentionPlan, plan_groups
 from gea_graph.nn.compiling import DynamicCompiled
@@ -329,3 +330,93 @@ def test_auto_runs_cpu_attention_dropout_of_small_graphs_on_grouped_blocks():
     forced.load_state_dict(attn.state_dict())
     x = torch.randn(12, 8)
     torch.testing.assert_close(attn.eval()(x, small), forced.eval()(x, small))
+
+
+def _per_graph_reference(q, k, v, ptr, scale):
+    # one SDPA call per graph: the function every packed backend computes
+    out = torch.zeros_like(v)
+    for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+        if b > a:
+            out[a:b] = torch.nn.functional.scaled_dot_product_attention(
+                *(t[a:b].transpose(0, 1) for t in (q, k, v)), scale=scale).transpose(0, 1)
+    return out
+
+
+def test_head_sizes_off_multiples_of_8_run_zero_padded_and_exact(monkeypatch):
+    # flash attention (varlen) refuses a head size off a multiple of 8 ("head_size must be a multiple of 8", seen on
+    # an H200 with a 4-wide head); the CUDA backends pad with zero columns and cut the output back: the same function
+    import torch.nn.attention.varlen as varlen_module
+
+    seen = []
+
+    def fake_varlen(q, k, v, cu_q, cu_k, max_q, max_k, scale=None):
+        assert q.size(-1) % 8 == 0 and v.size(-1) % 8 == 0, "the kernel got an unpadded head"
+        assert cu_q.dtype == torch.int32 and max_q == max_k
+        seen.append(q.size(-1))
+        return _per_graph_reference(q, k, v, cu_q.long(), scale)
+
+    monkeypatch.setattr(varlen_module, "varlen_attn", fake_varlen)
+    ptr = torch.tensor((0, ) + SIZES).cumsum(0)
+    for width in (4, 6, 8, 13):
+        q, k, v = (torch.randn(sum(SIZES), H, width, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        ref = _per_graph_reference(q, k, v, ptr, width ** -0.5)
+        g = torch.randn_like(ref)
+        for backend in ("varlen", "njt"):
+            out = packed_attention(q, k, v, ptr, max(SIZES), backend=backend)
+            assert out.shape == v.shape
+            torch.testing.assert_close(out, ref)
+            for a, b in zip(torch.autograd.grad(out, (q, k, v), g),
+                            torch.autograd.grad(ref, (q, k, v), g, retain_graph=True)):
+                torch.testing.assert_close(a, b)
+    assert seen == [8, 8, 8, 16]
+    x = torch.randn(2, 3, 6)
+    assert pad_head_dim(x).shape == (2, 3, 8) and torch.equal(pad_head_dim(x)[..., :6], x)
+    assert pad_head_dim(pad_head_dim(x)) is not x and pad_head_dim(torch.randn(4, 16)).shape == (4, 16)
+
+
+def test_njt_gets_both_sequence_bounds_and_no_empty_graph(monkeypatch):
+    # The nested-jagged SDPA reads a missing min or max sequence length from the offsets (a host sync, and a graph
+    # break under torch.compile, both seen on an H200) and refuses its fused kernels for a zero-length sequence: the
+    # layer hands it the plan's non-empty graphs with both sizes cached.
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, **kw):
+        calls.append([(t._maybe_min_seqlen, t._maybe_max_seqlen, t.offsets().tolist()) for t in (q, k, v)])
+        return sdpa(q, k, v, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    x, _, ptr = packed_batch()
+    plan = AttentionPlan(ptr, x.size(0), max(SIZES), node_counts=SIZES)
+    with SyncCensus() as census:
+        jagged_ptr, smallest, largest = plan.jagged()
+    assert census.count == 0, census.report()
+    nonempty = [n for n in SIZES if n]
+    assert jagged_ptr.tolist() == np.concatenate([[0], np.cumsum(nonempty)]).tolist()
+    assert (smallest, largest) == (1, 30) and plan.jagged()[0] is jagged_ptr  # built once per batch
+    full = AttentionPlan(torch.tensor([0, 2, 7]), 7, node_counts=[2, 5])
+    assert full.jagged() == (full.ptr, 2, 5)  # no empty graph: ptr itself
+    assert AttentionPlan(torch.tensor([0, 0, 0]), 0, node_counts=[0, 0]).jagged()[1:] == (0, 0)
+
+    q, k, v = (torch.randn(x.size(0), H, C // H) for _ in range(3))
+    packed_attention(q, k, v, jagged_ptr, largest, backend="njt", min_num_nodes=smallest)
+    assert calls[-1] == [(1, 30, jagged_ptr.tolist())] * 3
+    # the same rows either way: with the empty graphs in ptr (min 0, the math path) or dropped
+    out = packed_attention(q, k, v, ptr, max(SIZES), backend="njt", min_num_nodes=0)
+    torch.testing.assert_close(out, packed_attention(q, k, v, jagged_ptr, largest, backend="njt",
+                                                     min_num_nodes=smallest))
+    assert packed_attention(q[:0], k[:0], v[:0], torch.tensor([0]), backend="njt").shape == (0, H, C // H)
+
+
+def test_auto_runs_dense_on_a_gpu_under_compile_without_host_sizes(monkeypatch):
+    from gea_graph.nn.attention.multihead import MultiheadAttention
+
+    attn = MultiheadAttention(8, 2)
+    gpu_like = AttentionPlan(torch.tensor([0, 3, 7], device="meta"), 7, 4)  # a device that is not the CPU
+    known = AttentionPlan(torch.tensor([0, 3, 7], device="meta"), 7, 4, node_counts=[3, 4])
+    cpu = AttentionPlan(torch.tensor([0, 3, 7]), 7, 4)
+    assert attn.resolve_impl(gpu_like) == "packed"  # eager: the sizes are read once per batch
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert attn.resolve_impl(gpu_like) == "dense"
+    assert attn.resolve_impl(known) == "packed"
+    assert attn.resolve_impl(cpu) == "packed"  # the CPU kernel reads ptr inside its custom operator

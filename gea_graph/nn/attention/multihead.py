@@ -111,18 +111,23 @@ class DenseAttentionBase(Module):
         r"""The implementation a packed call with ``plan`` runs: :attr:`impl`, with ``"auto"``
         resolved (``"packed"`` when :attr:`packable` and the plan has no bias, else
         ``"grouped"``); ``"dense"`` whenever the weights are asked for (their
-        :math:`[B, H, N, N]` layout). One exception to ``"packed"``: attention dropout in training
+        :math:`[B, H, N, N]` layout). Two exceptions to ``"packed"``: attention dropout in training
         on CPU, eager, in a batch whose largest graph has at most :data:`GROUPED_DROPOUT_MAX_NODES`
         nodes runs ``"grouped"``: the packed kernel then runs explicit math once per graph size,
         and on small graphs a few blocks with SDPA's own dropout cost less (``docs/performance.md``,
-        "Attention dropout on CPU")."""
+        "Attention dropout on CPU"); on a GPU under :func:`torch.compile`, a plan without the node
+        counts on the host runs ``"dense"`` (the GPU kernels need the smallest graph's size, which
+        would be a data-dependent value in the graph)."""
         if need_weights:
             return "dense"
         impl = self.impl
         if impl == "auto":
             if not self.packable or plan.has_bias:
                 return "grouped"
-            small_graph_dropout = (self.training and self.dropout > 0.0 and plan.ptr.device.type == "cpu"
+            on_cpu = plan.ptr.device.type == "cpu"
+            if not on_cpu and torch.compiler.is_compiling() and not plan.knows_node_counts:
+                return "dense"  # the GPU kernels need the smallest graph's size: a host value, not traceable
+            small_graph_dropout = (self.training and self.dropout > 0.0 and on_cpu
                                    and not torch.compiler.is_compiling()
                                    and plan.max_num_nodes <= GROUPED_DROPOUT_MAX_NODES)
             return "grouped" if small_graph_dropout else "packed"
@@ -263,6 +268,9 @@ class MultiheadAttention(DenseAttentionBase):
 
     def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
         p = self.dropout if self.training else 0.0
-        # The CPU kernel reads ptr itself; the CUDA kernels need the largest graph's size.
-        largest = plan.max_num_nodes if q.device.type != "cpu" else None
-        return packed_attention(q, k, v, plan.ptr, largest, dropout_p=p, scale=self.scale)
+        if q.device.type == "cpu":  # the CPU kernel reads ptr itself (and skips empty graphs)
+            return packed_attention(q, k, v, plan.ptr, dropout_p=p, scale=self.scale)
+        # The CUDA kernels need the smallest and largest graph sizes and refuse empty graphs: the plan's non-empty
+        # graphs, sized from its host-side node counts (read once per batch, shared by the layers, if not given)
+        ptr, smallest, largest = plan.jagged()
+        return packed_attention(q, k, v, ptr, largest, dropout_p=p, scale=self.scale, min_num_nodes=smallest)

@@ -17,14 +17,16 @@ device (:func:`packed_backend`):
   :func:`~gea_graph.nn.dropout.scaled_keep_mask` from a generator seeded with a seed tensor, so the backward
   redraws the same masks). The operator has a fake (meta) implementation, so it traces under :func:`torch.compile` (no
   graph break, no recompile per batch: shapes are those of ``q``) and :func:`torch.export`.
-* **CUDA** (chosen by dtype; *unverified on a GPU*: no GPU was lent while writing it, the CPU tests run the NJT
-  and FlexAttention code paths on CPU):
+* **CUDA** (chosen by dtype; ``"njt"`` and ``"varlen"`` pass ``gea-graph selfcheck --device cuda``'s packed-vs-dense
+  check on an H200; the CPU tests run the NJT and FlexAttention code paths on CPU):
 
   - float32 / float64, or any dtype with attention dropout: ``"njt"``, :func:`~torch.nn.functional.
-    scaled_dot_product_attention` on nested jagged tensors built from ``ptr`` (``max_seqlen`` given, so no host
-    sync); the memory-efficient kernel takes float32 and dropout.
+    scaled_dot_product_attention` on nested jagged tensors built from ``ptr`` (``max_seqlen`` and ``min_seqlen``
+    given, so no host sync); the memory-efficient kernel takes float32 and dropout.
   - bfloat16 / float16 without dropout: ``"varlen"``, :func:`torch.nn.attention.varlen.varlen_attn` (flash
     attention on ``cu_seqlens = ptr``).
+  - Both take head sizes in multiples of 8 (:data:`CUDA_HEAD_MULTIPLE`); other sizes run zero-padded
+    (:func:`pad_head_dim`, exact).
   - ``"flex"`` (asked for explicitly): :func:`~torch.nn.attention.flex_attention.flex_attention` with a block
     mask built straight from ``ptr`` (:func:`block_mask_from_ptr`, :meth:`BlockMask.from_kv_blocks`; never an
     :math:`N^2` ``create_block_mask``).
@@ -202,24 +204,42 @@ _packed_attention_cpu.register_autograd(_backward, setup_context=_setup_context)
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# CUDA backends (not run on a GPU yet; "njt" and "flex" forward are exercised on CPU by the tests)
+# CUDA backends ("njt" and "varlen" ran on an H200 through selfcheck; "flex" has not run on a GPU yet; "njt" and
+# "flex" forward are exercised on CPU by the tests)
 
-def _njt_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None, scale: float,
-                   dropout_p: float) -> Tensor:
-    def nested(t: Tensor) -> Tensor:  # [N, H, D] -> [B, H, j, D]
-        return torch.nested.nested_tensor_from_jagged(t.contiguous(), ptr, max_seqlen=max_num_nodes,
-                                                      min_seqlen=None).transpose(1, 2)
+#: Head sizes the CUDA kernels take: flash attention needs a multiple of 8, the memory-efficient kernel a multiple
+#: of 8 (half precision) or 4 (float32); other sizes would fall back to the math path, which syncs.
+CUDA_HEAD_MULTIPLE = 8
+
+
+def pad_head_dim(t: Tensor, multiple: int = CUDA_HEAD_MULTIPLE) -> Tensor:
+    r"""``t [..., D]`` with zero columns appended up to a multiple of :obj:`multiple` (``t`` itself when ``D``
+    already is one). Exact for attention with an explicit scale: zero columns add nothing to :math:`q \cdot k`, and
+    the output's extra columns (zero) are cut off."""
+    extra = -t.size(-1) % multiple
+    return F.pad(t, (0, extra)) if extra else t
+
+
+def _njt_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None,
+                   min_num_nodes: int | None, scale: float, dropout_p: float) -> Tensor:
+    D = v.size(-1)
+
+    def nested(t: Tensor) -> Tensor:  # [N, H, D] -> [B, H, j, D]; cached sizes: no host sync
+        return torch.nested.nested_tensor_from_jagged(pad_head_dim(t).contiguous(), ptr, max_seqlen=max_num_nodes,
+                                                      min_seqlen=min_num_nodes).transpose(1, 2)
 
     out = F.scaled_dot_product_attention(nested(q), nested(k), nested(v), dropout_p=dropout_p, scale=scale)
-    return out.transpose(1, 2).values()
+    return out.transpose(1, 2).values()[..., :D]
 
 
 def _varlen_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int, scale: float) -> Tensor:
     from torch.nn.attention.varlen import varlen_attn
 
+    D = v.size(-1)
     cu = ptr.to(torch.int32)
-    return varlen_attn(q.contiguous(), k.contiguous(), v.contiguous(), cu, cu, max_num_nodes, max_num_nodes,
-                       scale=scale)
+    out = varlen_attn(*(pad_head_dim(t).contiguous() for t in (q, k, v)), cu, cu, max_num_nodes, max_num_nodes,
+                      scale=scale)
+    return out[..., :D]
 
 
 def block_mask_from_ptr(ptr: Tensor, num_nodes: int, block_size: int = 128, batch: Tensor | None = None):
@@ -276,7 +296,7 @@ def _flex_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float,
 
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None = None,
                      dropout_p: float = 0.0, scale: float | None = None, backend: str = "auto",
-                     batch: Tensor | None = None) -> Tensor:
+                     batch: Tensor | None = None, min_num_nodes: int | None = None) -> Tensor:
     r"""Per-graph softmax attention on packed rows (see the module doc).
 
     Args:
@@ -286,6 +306,9 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes
             ``batch.ptr``); empty graphs are allowed.
         max_num_nodes (int, optional): The largest graph's node count (or a bound of it); the CUDA kernels need
             it, and read it from ``ptr`` (a host sync) when it is not given.
+        min_num_nodes (int, optional): The smallest graph's node count (``"njt"``): read from ``ptr`` (a host sync)
+            when not given. The fused CUDA kernels refuse a graph of no nodes (0 runs the math path), so a caller
+            drops empty graphs from ``ptr`` first (:meth:`~gea_graph.nn.attention.AttentionPlan.jagged`).
         dropout_p (float, optional): Dropout on the attention weights (pass ``0.0`` in evaluation).
         scale (float, optional): Score scale (default :math:`1/\sqrt{D}`).
         backend (str, optional): One of :data:`BACKENDS`; ``"auto"``: :func:`packed_backend`.
@@ -305,10 +328,12 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes
     if backend == "cpu_flash":
         seed = torch.randint(0, 2 ** 62, (), dtype=torch.long) if dropout_p > 0.0 else None
         return _packed_attention_cpu(q, k, v, ptr, scale, float(dropout_p), seed)[0]
+    if q.size(0) == 0:  # no rows, no attention (the CUDA kernels take no empty batch)
+        return v * 0.0
     if max_num_nodes is None and backend != "flex":
         max_num_nodes = int((ptr[1:] - ptr[:-1]).max()) if ptr.numel() > 1 else 0
     if backend == "njt":
-        return _njt_attention(q, k, v, ptr, max_num_nodes, scale, dropout_p)
+        return _njt_attention(q, k, v, ptr, max_num_nodes, min_num_nodes, scale, dropout_p)
     if dropout_p > 0.0:
         raise ValueError(f"packed_attention: backend {backend!r} has no attention dropout; use 'njt'")
     if backend == "varlen":

@@ -152,6 +152,7 @@ class AttentionPlan:
         self._batch = batch
         self.max_waste = float(max_waste)
         self._layouts: dict[bool, BlockLayout] = {}
+        self._jagged: tuple[Tensor, int, int] | None = None
         self._bias: BiasSource | None = None
         self._biases: dict[tuple[bool, torch.dtype], list[Tensor | None]] = {}
 
@@ -195,6 +196,28 @@ class AttentionPlan:
         if self._max_num_nodes is None:
             self._max_num_nodes = int(self.node_counts.max()) if self.num_graphs > 0 else 0
         return self._max_num_nodes
+
+    @property
+    def knows_node_counts(self) -> bool:
+        r"""Whether the node counts are on the host already (given, or read once): then no size costs a sync."""
+        return self._counts is not None
+
+    def jagged(self) -> tuple[Tensor, int, int]:
+        r"""``(ptr, smallest, largest)`` of the batch's non-empty graphs, for the CUDA kernels of the packed
+        attention, which need both sizes and refuse a graph of no nodes: ``ptr`` itself when no graph is empty, else
+        the ``ptr`` of the non-empty ones (the same rows; copied to the device once per batch). From the node
+        counts (read from ``ptr`` once, a host sync, when not given)."""
+        if self._jagged is None:
+            counts = self.node_counts
+            nonempty = counts[counts > 0]
+            if nonempty.size == counts.size:
+                ptr = self.ptr
+            else:
+                ptr = torch.as_tensor(np.concatenate([[0], np.cumsum(nonempty)]), dtype=self.ptr.dtype)
+                ptr = ptr.to(self.ptr.device, non_blocking=True)
+            sizes = (int(nonempty.min()), int(nonempty.max())) if nonempty.size else (0, 0)
+            self._jagged = (ptr, *sizes)
+        return self._jagged
 
     @property
     def node_counts(self) -> np.ndarray:
