@@ -74,6 +74,7 @@ class QueueItem:
     recipes: tuple[str, ...]
     out: str
     expected: str
+    status: str = "not started"
 
 
 #: Where the CPU suites' bench outputs are kept (committed, without checkpoints; see the module docstring).
@@ -82,7 +83,10 @@ RUNS = "docs/results/runs"
 #: The paper suites to run whenever a GPU is available, first things first.
 GPU_QUEUE = (
     QueueItem("Peptides-func, GCN + GEANet (GEAET Table 7, 8 heads, LapPE)", ("gcn-geanet-peptides-func",),
-              "runs/gpu/peptides-func", "about 7 minutes a seed on one modern GPU"),
+              "runs/gpu/peptides-func",
+              "about 19 minutes for the 4 seeds at once on an H200 (4.5 s an epoch each, measured in chunk 1)",
+              "chunk 1 done on an NVIDIA H200 (2026-11-26, commit b9ca8d7): epochs 1-65 of 250 of every seed; the bench "
+              "folder, checkpoints included, is `runs/gpu/peptides-func` of the development machine"),
     QueueItem("ZINC, GEAET (GatedGCN + Transformer + GEANet, RWPE)", ("geaet-zinc",), "runs/gpu/zinc-geaet",
               "not yet timed: 2,000 epochs of 313 steps (batch 32) a seed, hours on one GPU"),
     QueueItem("ZINC, Graphormer and Graphormer + GFSA (GFSA Table 14, GraphormerSLIM)",
@@ -95,37 +99,43 @@ GPU_QUEUE = (
 #: CPU: a bench stopped by ``--stop-after`` resumes in a copy of its folder and reaches the uninterrupted result).
 GPU_CHUNKS = """### GPU work in chunks
 
-GPU time comes in windows: at most 10 minutes a command, with at most 64 MiB carried to the GPU machine (the
-checkout included) and at most 8 files (16 MiB each, 64 MiB in all) brought back. A queue command therefore runs as a
-series of chunks: `gea-graph bench ... --stop-after MINUTES` stops cleanly after that time (each run at its next
-epoch end, its checkpoints written; exit code 3 while runs remain), and the same command on a copy of its `--out`
-folder, on any machine, goes on exactly where it stopped (`tests/bench/test_bench_chunks.py` checks on CPU that a
-chunked bench carried to another folder reaches the results of an uninterrupted one). For queue item 1 (the others
-alike, with their recipes, data and `--out`):
+GPU time comes in windows: a session is lent at most 15 minutes of device time (starting the machine takes about a
+minute of it), one command runs at most 10 minutes, at most 64 MiB travel to the GPU machine (the checkout included)
+and at most 8 files (16 MiB each, 64 MiB in all) come back. A queue command therefore runs as a series of chunks:
+`gea-graph bench ... --stop-after MINUTES` stops cleanly after that time (each run at its next epoch end, its
+checkpoints written; exit code 3 while runs remain), and the same command on a copy of its `--out` folder, on any
+machine, goes on exactly where it stopped (`tests/bench/test_bench_chunks.py` checks on CPU that a chunked bench
+carried to another folder reaches the results of an uninterrupted one). The GPU machine's image has Python 3.12,
+torch, PyG and Lightning but neither RDKit nor OGB, and reaches no package registry: their wheels travel too. For
+queue item 1 (the others alike, with their recipes, seeds and folder):
 
-1. Here, once: a folder git ignores for what travels, with the raw files of the data (a built data root is too
-   large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 26 MiB, so each chunk builds it
-   there), and the master copy of the bench folder:
+1. Here, once: the wheels, a folder git ignores for what travels, with the raw files of the data (a built data root
+   is too large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 26 MiB, so each chunk builds
+   it there), and the master copy of the bench folder:
+   `echo /.whl/ >> .git/info/exclude; python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12
+   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl rdkit==2026.9.1
+   ogb==1.3.6 outdated==0.2.2 littleutils==0.2.4` (32 MiB) and
    `echo /gpu-carry/ >> .git/info/exclude; mkdir -p gpu-carry/mirror runs/gpu/peptides-func;
    cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
 2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
    resumes from `last.ckpt`; a 463k-parameter run holds 5.4 MiB per checkpoint, Adam's moments included):
    `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
-3. The chunk, one device command carrying `gpu-carry` (the first chunk of a session starts with
-   `gea-graph selfcheck --device cuda --json $OUT/selfcheck.json`, and stops there if a check fails):
-   `export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=$PWD/gpu-data/datasets;
-   gea-graph data prepare peptides-func --pe lap:10:norm=none:trivial=keep:pad=nan;
-   timeout 540 gea-graph bench --recipes gcn-geanet-peptides-func --seeds 0,1,2,3 --out gpu-carry/runs/peptides-func
-   --stop-after 6; cd gpu-carry/runs/peptides-func; tar czf $OUT/bench.tgz bench.json results.*;
-   for r in */seed*; do tar czf $OUT/$(echo $r | tr / -).tgz $r; done`
-   (`--stop-after` is the window less the data build, the longest epoch and the packing; `timeout` is the net: a bench
-   stopped by it loses only its runs' current epochs. One file per run keeps each under 16 MiB: a queue item of more
-   than 7 runs goes in several benches, e.g. one per recipe.)
-4. Back here: unpack every file over the master copy (`for f in FILES_AT/*.tgz; do tar xzf $f -C
-   runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch, else the
-   earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
+3. The chunk, one device command carrying `.whl` and `gpu-carry`, with a 600-second limit:
+   `bash scripts/gpu_chunk.sh 560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck` (`selfcheck` in the
+   first chunk of a session only). The script installs the wheels, runs `gea-graph selfcheck --device cuda`, builds
+   each recipe's data, trains all the runs of the bench at once with `--stop-after` set to what is left of the
+   window less 75 seconds (the epoch in flight, the checkpoints, the packing; `timeout` is the net: a bench stopped
+   by it loses only its runs' current epochs), and leaves in `$OUT` the selfcheck (`check.tgz`), the bench files
+   (`bench.tgz`) and one archive per run (each under 16 MiB; a bench of more than 6 runs goes in several benches,
+   e.g. one per recipe).
+4. Back here: unpack every file over the master copy (`for f in FILES_AT/*-seed*.tgz FILES_AT/bench.tgz; do tar xzf
+   $f -C runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch,
+   else the earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
 5. `python scripts/make_results.py ... runs/gpu/peptides-func` puts the bench under "GPU reproductions" (its
    `bench.json` names the GPU and every invocation's commit); commit the small files, as for the CPU suites.
+
+Chunk 1 of item 1 on an NVIDIA H200 (2026-11-26): selfcheck 59 s, Peptides-func with LapPE-10 built in 58 s, then
+the 4 seeds at once at about 4.5 s an epoch each (65 epochs in `--stop-after 5`; the runs' `metrics.csv`).
 """
 
 
@@ -143,7 +153,7 @@ def queue_rows() -> list[str]:
         papers = "; ".join(f"{r.name}: {r.paper.metric} {r.paper.value:g}"
                            + (f" ± {r.paper.std:g}" if r.paper.std is not None else "") + f" ({r.paper.source})"
                            for r in recipes if r.paper is not None) or "–"
-        rows.append(f"| {i} | {item.what} | `{command}` | {runs} | {item.expected} | {papers} |")
+        rows.append(f"| {i} | {item.what} | `{command}` | {runs} | {item.expected} | {papers} | {item.status} |")
     return rows
 
 
@@ -458,7 +468,7 @@ def page(benches: list[Bench], out: Path) -> str:
               ("The paper suites to run whenever a GPU is available, first things first. CPU and GPU runs share the "
               "protocol (the same recipes, seeds and best-validation-epoch reading); the results go to the next "
               "section with the GPU's name."), "",
-              "| # | what | command | runs | expected time | paper |", "|---:|---|---|---|---|---|"]
+              "| # | what | command | runs | expected time | paper | status |", "|---:|---|---|---|---|---|---|"]
     lines += queue_rows()
     lines += ["", *GPU_CHUNKS.splitlines()]
     lines += ["", "## GPU reproductions", ""]
