@@ -602,6 +602,40 @@ def check_checkpoint(ctx: Context) -> str:
             f"val MAE {value:.4f} (relative gap {gap:.0e})")
 
 
+@register_check("predict: checkpoint on the device")
+def check_predict(ctx: Context) -> str:
+    r"""``gea-graph predict`` of the molecule run's checkpoint on the device, as users run it (the CLI in its own
+    process, SMILES in, CSV out), gives row for row what the Python API (:func:`~gea_graph.inference.load_model`)
+    computes on the CPU, featurised as the training set was; an unparsable SMILES keeps its row, with its error."""
+    import csv
+
+    import numpy as np
+
+    from gea_graph.inference import load_model
+
+    checkpoint = one_process_run(ctx) / "checkpoints" / "best.ckpt"
+    smiles = [*_molecules()[::30], "C1CC"]  # molecules of the recipe's kind, and a ring never closed
+    table = ctx.workdir / "predictions.csv"
+    cmd = gea_graph_command("predict", str(checkpoint), "--smiles", *smiles, "--device", ctx.device.type, "--out",
+                            str(table))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_python_env(), cwd=ctx.workdir, check=False)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise RuntimeError(f"gea-graph predict exited with {proc.returncode}: {' | '.join(lines[-3:])}")
+    with table.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["smiles"] for r in rows] == smiles, [r["smiles"] for r in rows]
+    assert rows[-1]["score"] == "" and "RDKit cannot parse" in rows[-1]["error"], rows[-1]
+    got = np.array([float(r["score"]) for r in rows[:-1]])
+    want = load_model(checkpoint).predict(smiles[:-1])
+    assert want.valid.all(), want.errors
+    tolerance = 5e-3 if ctx.cuda else 1e-5  # GPUs: TF32 matrix products; the CSV keeps 8 significant digits
+    gap = max(_relative_gap(a, b) for a, b in zip(got, np.asarray(want)[:, 0]))
+    assert gap <= tolerance, f"the CLI on {ctx.device.type} and the API on the CPU differ by {gap:.2g} (relative)"
+    return (f"{len(smiles) - 1} molecules predicted on {ctx.device.type} by the CLI = the Python API on the CPU "
+            f"(largest relative gap {gap:.0e} <= {tolerance:g}); the unparsable SMILES keeps its row and error")
+
+
 @register_check("DDP: 2 processes = 1 process")
 def check_ddp(ctx: Context) -> str:
     r"""``gea-graph train --devices 2`` (Lightning's DDP with its default strategy: gloo on CPUs, NCCL on GPUs) of
