@@ -1,38 +1,45 @@
 #!/bin/bash
 # One chunk of a GPU reproduction queue item on a lent GPU machine (docs/results.md, "GPU work in chunks").
 #
-#   bash scripts/gpu_chunk.sh WINDOW_S OUT RECIPES SEEDS [selfcheck]
+#   bash scripts/gpu_chunk.sh WINDOW_S OUT RECIPES SEEDS [selfcheck] [perf]
 #   e.g. bash scripts/gpu_chunk.sh 560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck
 #
 # Run in the checkout on the GPU machine, carrying .whl (the wheels that machine lacks) and gpu-carry (the mirror of
-# the raw data and gpu-carry/runs/OUT, the bench folder). It installs the wheels, runs `gea-graph selfcheck --device
-# cuda` when asked (the first chunk of a session), prepares each recipe's data, trains the bench (all runs at once)
-# until WINDOW_S seconds from its start less a margin for the last epoch and the packing, and packs into $OUT the
-# environment and selfcheck (check.tgz), the bench files (bench.tgz) and one archive per run (each under the 16 MiB a
-# returned file may hold; 8 files come back at most, so a bench of more than 6 runs goes in several chunks' benches).
+# the raw data and gpu-carry/runs/OUT, the bench folder). It installs the wheels; runs `gea-graph selfcheck --device
+# cuda` when asked (the first chunk of a session) and `gea-graph perf --quick --device cuda` when asked (the CUDA
+# ratios of docs/performance.md); prepares each recipe's data; trains the bench (all its runs at once) until
+# WINDOW_S seconds from the start, less a margin for the last epoch and the packing; and packs into $OUT the
+# environment, selfcheck and perf (check.tgz), the bench files (bench.tgz) and one archive per run. Each returned
+# file must stay under 16 MiB and 8 come back at most, so a bench of more than 6 runs goes in several benches.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 WINDOW=$1 BENCH=$2 RECIPES=$3 SEEDS=$4
-[ -n "$SEEDS" ] || { echo "usage: $0 WINDOW_S OUT RECIPES SEEDS [selfcheck]" >&2; exit 2; }
+[ -n "$SEEDS" ] || { echo "usage: $0 WINDOW_S OUT RECIPES SEEDS [selfcheck] [perf]" >&2; exit 2; }
+EXTRAS=" ${*:5} "
 START=$SECONDS
 # the machine's image has torch, PyG and Lightning but neither RDKit nor OGB: the carried wheels, no dependencies
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 9
 export PYTHONPATH=/tmp/site:$PWD PYTHONWARNINGS="ignore::UserWarning:outdated"
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m gea_graph "$@"\n' > /tmp/bin/gea-graph && chmod +x /tmp/bin/gea-graph
+mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m gea_graph "$@"\n' > /tmp/bin/gea-graph
+chmod +x /tmp/bin/gea-graph
 export PATH=/tmp/bin:$PATH
 nvidia-smi -L; uptime
 mkdir -p /tmp/check
 python3 -c "import torch, torch_geometric, lightning, rdkit, ogb; print('torch', torch.__version__, '| PyG',
 torch_geometric.__version__, '| Lightning', lightning.__version__, '| RDKit', rdkit.__version__, '|',
 torch.cuda.get_device_name(0))" 2>&1 | tee /tmp/check/env.txt
-if [ "$5" = selfcheck ]; then
+export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/gpu-data/datasets
+if [[ $EXTRAS == *" selfcheck "* ]]; then
   timeout 240 gea-graph selfcheck --device cuda --json /tmp/check/selfcheck.json 2>&1 | tee /tmp/check/selfcheck.log \
       | grep -v '^\[selfcheck\]'
   echo "selfcheck: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 fi
+if [[ $EXTRAS == *" perf "* ]]; then
+  timeout 240 gea-graph perf --quick --device cuda --out /tmp/check/perf 2>&1 | grep '^| ' | cut -c1-150
+  echo "perf: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
+fi
 tar czf $OUT/check.tgz -C /tmp/check .
-export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/gpu-data/datasets
 for recipe in ${RECIPES//,/ }; do
   read -r name pe < <(python3 -c "from gea_graph.train import load_recipe; d = load_recipe('$recipe').data; \
 print(d.name, d.pe or '')")

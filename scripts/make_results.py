@@ -122,7 +122,8 @@ queue item 1 (the others alike, with their recipes, seeds and folder):
    `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
 3. The chunk, one device command carrying `.whl` and `gpu-carry`, with a 600-second limit:
    `bash scripts/gpu_chunk.sh 560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck` (`selfcheck` in the
-   first chunk of a session only). The script installs the wheels, runs `gea-graph selfcheck --device cuda`, builds
+   first chunk of a session only; add `perf` for the CUDA table of docs/performance.md while it is missing, about
+   4 minutes more). The script installs the wheels, runs `gea-graph selfcheck --device cuda`, builds
    each recipe's data, trains all the runs of the bench at once with `--stop-after` set to what is left of the
    window less 75 seconds (the epoch in flight, the checkpoints, the packing; `timeout` is the net: a bench stopped
    by it loses only its runs' current epochs), and leaves in `$OUT` the selfcheck (`check.tgz`), the bench files
