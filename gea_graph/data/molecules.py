@@ -37,7 +37,7 @@ from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
 from gea_graph.data.files import atomic_write, ensure_folder, extracted_zip, move_into
-from gea_graph.data.store import Columns, build_store
+from gea_graph.data.store import Columns, build_store, chunk_rows_for
 from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).
@@ -403,13 +403,14 @@ class MoleculeSource:
 
 class _MoleculeDataset(CachedDataset):
     """Shared build of the molecular datasets: the raw SMILES (:meth:`source`) are featurised, filtered and
-    pre-transformed in parallel chunks of :attr:`chunk_rows` rows (``$GEA_GRAPH_CHUNK_ROWS``; workers
+    pre-transformed in parallel chunks (``$GEA_GRAPH_CHUNK_ROWS`` rows, else
+    :func:`~gea_graph.data.store.chunk_rows_for`: about four per worker, at most :attr:`chunk_rows`; workers
     ``$GEA_GRAPH_WORKERS``) into the dataset's store (:func:`~gea_graph.data.store.build_store`: resumable, atomic).
     Option :obj:`skip_invalid`: see :func:`featurize`."""
 
     #: The featurisation (a key of :data:`FEATURES`); only :class:`ZINC` offers a choice.
     features: str = "ogb"
-    #: Rows per build chunk.
+    #: Most rows of a build chunk (a worker's memory).
     chunk_rows: ClassVar[int] = 10_000
 
     def __init__(self, root: PathLike | None = None, split: str = "train", transform: Callable | None = None,
@@ -432,7 +433,8 @@ class _MoleculeDataset(CachedDataset):
     def process(self) -> None:
         src = self.source()
         total = len(src.smiles)
-        size = int(os.environ.get("GEA_GRAPH_CHUNK_ROWS", self.chunk_rows))
+        given = os.environ.get("GEA_GRAPH_CHUNK_ROWS")
+        size = int(given) if given is not None else chunk_rows_for(total, self.chunk_rows)
         if size < 1:
             raise ValueError(f"GEA_GRAPH_CHUNK_ROWS must be a positive number of rows, got {size}")
         num_chunks = max(1, -(-total // size))

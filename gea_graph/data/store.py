@@ -233,6 +233,24 @@ def _read_json(z: Any, key: str) -> Any:
     return json.loads(bytes(z[key]).decode())
 
 
+def build_workers() -> int:
+    r"""Processes of a dataset build: ``$GEA_GRAPH_WORKERS``, else the number of CPUs."""
+    return int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1))
+
+
+#: Fewest rows of a build chunk by default: below it, a chunk's file and its worker's start cost more than its rows.
+MIN_CHUNK_ROWS = 1_000
+
+
+def chunk_rows_for(total: int, largest: int, workers: int | None = None) -> int:
+    r"""Rows per chunk of a build of :obj:`total` rows on :obj:`workers` processes (default :func:`build_workers`):
+    at most :obj:`largest` (each worker's memory), and few enough that every worker gets about four chunks, so that
+    none idles while another finishes a large one, but at least :data:`MIN_CHUNK_ROWS`. Chunks change only the
+    order of work: the store holds the same graphs for any chunk size."""
+    workers = build_workers() if workers is None else workers
+    return max(1, min(largest, max(MIN_CHUNK_ROWS, -(-total // (4 * max(workers, 1))))))
+
+
 def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict[str, Any], splits: SplitFn,
                 workers: int | None = None, desc: str = "build") -> list[dict[str, Any]]:
     r"""Builds the store at :obj:`path` from :obj:`num_chunks` chunks of graphs and returns the chunks' reports.
@@ -264,7 +282,7 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     if not osp.exists(plan_path):
         write_text(plan_path, json.dumps(plan, sort_keys=True))
     todo = [i for i in range(num_chunks) if not osp.exists(osp.join(chunk_dir, f"{i:06d}.npz"))]
-    workers = int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1)) if workers is None else workers
+    workers = build_workers() if workers is None else workers
     bar = tqdm(total=num_chunks, initial=num_chunks - len(todo), desc=desc, leave=False, disable=num_chunks < 4)
     _JOB = make_chunk
     try:

@@ -395,3 +395,33 @@ def test_subsets_of_a_dataset_batch_through_their_indices(tmp_path):
     assert torch.equal(sub.y, torch.stack([ds[3].y, ds[20].y]).view(-1))
     again = pickle.loads(pickle.dumps(sub))  # a pickled subset maps the store again and keeps its indices
     assert_same_batch(again.batch([0, 1]), sub.batch([0, 1]))
+
+
+def test_default_chunks_give_every_worker_several_and_the_same_store(tmp_path, monkeypatch):
+    # Peptides-func's 15,535 rows made 2 chunks of at most 10,000 rows: 2 of 16 cores busy on a GPU machine (58 s),
+    # and one worker with 10,000 rows while the other idled on 2 cores. Chunks now give each worker about four.
+    import gea_graph.data.molecules as molecules_module
+    import gea_graph.data.store as store_module
+    from gea_graph.data import MoleculeCSV
+    from gea_graph.data.store import MIN_CHUNK_ROWS, chunk_rows_for
+
+    assert chunk_rows_for(15_535, 10_000, workers=2) == 1942  # 8 chunks
+    assert chunk_rows_for(15_535, 10_000, workers=16) == MIN_CHUNK_ROWS  # 16 chunks, not 64 tiny ones
+    assert chunk_rows_for(3_746_620, 10_000, workers=16) == 10_000  # a worker's memory stays bounded
+    assert chunk_rows_for(0, 10_000, workers=4) == MIN_CHUNK_ROWS and chunk_rows_for(10, 5, workers=1) == 5
+    monkeypatch.setenv("GEA_GRAPH_WORKERS", "1")
+    assert chunk_rows_for(15_535, 10_000) == 3884
+
+    csv = tmp_path / "m.csv"
+    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i % 7 + 1)}N{'C' * (i % 3)}O,{i}\n" for i in range(90)))
+    builds = []
+    original = molecules_module.build_store
+    monkeypatch.setattr(molecules_module, "build_store",
+                        lambda path, num_chunks, *a, **k: builds.append(num_chunks) or original(path, num_chunks, *a, **k))
+    monkeypatch.setattr(store_module, "MIN_CHUNK_ROWS", 10)
+    monkeypatch.setenv("GEA_GRAPH_WORKERS", "2")  # 90 rows / (4 x 2 workers): chunks of 12 rows, in 2 processes
+    default = MoleculeCSV(tmp_path / "default", csv, "smiles", "t", split="train", pe="rw:4")
+    monkeypatch.setenv("GEA_GRAPH_CHUNK_ROWS", "1000")
+    whole = MoleculeCSV(tmp_path / "whole", csv, "smiles", "t", split="train", pe="rw:4")
+    assert builds == [8, 1] and len(default) == len(whole) > 0
+    assert_same_batch(default.batch(list(range(len(default)))), whole.batch(list(range(len(whole)))))
