@@ -234,8 +234,12 @@ def _read_json(z: Any, key: str) -> Any:
 
 
 def build_workers() -> int:
-    r"""Processes of a dataset build: ``$GEA_GRAPH_WORKERS``, else the number of CPUs."""
-    return int(os.environ.get("GEA_GRAPH_WORKERS", os.cpu_count() or 1))
+    r"""Processes of a dataset build: ``$GEA_GRAPH_WORKERS``, else the CPUs this process may run on (its affinity:
+    under Slurm or ``taskset`` fewer than the machine's ``os.cpu_count()``)."""
+    given = os.environ.get("GEA_GRAPH_WORKERS")
+    if given is not None:
+        return int(given)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 #: Fewest rows of a build chunk by default: below it, a chunk's file and its worker's start cost more than its rows.

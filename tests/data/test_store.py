@@ -425,3 +425,16 @@ def test_default_chunks_give_every_worker_several_and_the_same_store(tmp_path, m
     whole = MoleculeCSV(tmp_path / "whole", csv, "smiles", "t", split="train", pe="rw:4")
     assert builds == [8, 1] and len(default) == len(whole) > 0
     assert_same_batch(default.batch(list(range(len(default)))), whole.batch(list(range(len(whole)))))
+
+
+def test_build_workers_follow_the_cpus_this_process_may_use(monkeypatch):
+    # under Slurm or taskset a job may use fewer CPUs than the machine has: forking one worker per machine CPU would
+    # oversubscribe the job's few
+    from gea_graph.data.store import build_workers
+
+    monkeypatch.delenv("GEA_GRAPH_WORKERS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert build_workers() == 3
+    monkeypatch.setenv("GEA_GRAPH_WORKERS", "5")
+    assert build_workers() == 5

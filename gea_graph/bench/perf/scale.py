@@ -7,7 +7,7 @@ that the two processed caches never mix. Each build runs in its own subprocess u
 process, bytes of the processed folder):
 
 * ours: ``PCQM4Mv2(root, "train", pe="spd:20:paths=5")`` (every split into one store, Graphormer's shortest paths
-  included, in ``$GEA_GRAPH_WORKERS`` forked workers, default every core);
+  included, in ``$GEA_GRAPH_WORKERS`` forked workers, default the cores this process may use);
 * reference: OGB's own ``PygPCQM4Mv2Dataset(root)`` (:func:`gea_graph.bench.replica.ogb_pcqm4mv2`; one process,
   featurisation only: it computes no shortest paths).
 
@@ -30,6 +30,7 @@ from gea_graph.bench.child import child_env
 from gea_graph.bench.measure import Measurement, load_average, measure
 from gea_graph.bench.perf.core import Row, Settings, Target
 from gea_graph.bench.replica import make_replica
+from gea_graph.data.store import build_workers
 
 #: The positional encoding of the build rows: Graphormer's shortest paths (distances up to 20, paths of 5 edges).
 SCALE_PE = "spd:20:paths=5"
@@ -93,7 +94,7 @@ def scale_rows(settings: Settings) -> list[Row]:
         shutil.copytree(ours_root, ogb_root)
         ours = _build("ours", _OURS, ours_root)
         ogb = _build("ogb", _OGB, ogb_root)
-        workers = os.environ.get("GEA_GRAPH_WORKERS", str(os.cpu_count()))
+        workers = build_workers()
         out = [
             # The targets (time <= 0.5x, memory <= 0.25x OGB's) are for the full 3.7M rows
             # (docs/performance.md); at a few thousand rows every process's start-up (imports, worker pool) weighs
