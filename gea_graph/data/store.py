@@ -233,13 +233,16 @@ def _read_json(z: Any, key: str) -> Any:
     return json.loads(bytes(z[key]).decode())
 
 
-def build_workers() -> int:
-    r"""Processes of a dataset build: ``$GEA_GRAPH_WORKERS``, else the CPUs this process may run on (its affinity:
-    under Slurm or ``taskset`` fewer than the machine's ``os.cpu_count()``)."""
-    given = os.environ.get("GEA_GRAPH_WORKERS")
-    if given is not None:
-        return int(given)
+def available_cpus() -> int:
+    r"""The CPUs this process may run on: its affinity (under Slurm or ``taskset``, fewer than the machine's
+    ``os.cpu_count()``), where the platform reports one."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def build_workers() -> int:
+    r"""Processes of a dataset build: ``$GEA_GRAPH_WORKERS``, else :func:`available_cpus`."""
+    given = os.environ.get("GEA_GRAPH_WORKERS")
+    return int(given) if given is not None else available_cpus()
 
 
 #: Fewest rows of a build chunk by default: below it, a chunk's file and its worker's start cost more than its rows.

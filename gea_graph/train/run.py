@@ -50,6 +50,7 @@ from gea_graph.data.files import (
     hold_lock,
     write_json,
 )
+from gea_graph.data.store import available_cpus
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap
@@ -339,7 +340,7 @@ def default_workers(cuda: bool, processes_per_node: int) -> int:
     gather per column, far less than a training step)."""
     if not cuda:
         return 0
-    return max(0, min(2, (os.cpu_count() or 1) // max(processes_per_node, 1) - 2))
+    return max(0, min(2, available_cpus() // max(processes_per_node, 1) - 2))
 
 
 class StopAt(Callback):

@@ -256,7 +256,7 @@ def test_devices_without_a_strategy_and_a_batch_that_does_not_divide(zinc, share
 def test_workers_by_default_only_where_a_gpu_waits_for_data(monkeypatch):
     from gea_graph.train.run import default_workers
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert default_workers(cuda=True, processes_per_node=1) == 2  # gather and pin the next batches meanwhile
     assert default_workers(cuda=True, processes_per_node=8) == 0  # 2 cores a process: none to spare
     assert default_workers(cuda=False, processes_per_node=1) == 0  # workers would take the training's cores
