@@ -129,9 +129,10 @@ def test_stored_and_returned_weights_keep_the_dense_layout(name):
     torch.testing.assert_close(attn, ref_attn, atol=1e-5, rtol=1e-5)
 
 
-def test_packed_kernel_matches_a_loop_over_graphs_in_float64():
-    q, k, v = (torch.randn(sum(SIZES), H, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    ptr = torch.tensor((0, ) + SIZES).cumsum(0)
+@pytest.mark.parametrize("sizes", [SIZES, (70, 3, 70, 3, 0, 64, 65, 64)])  # large shared sizes: a call per graph
+def test_packed_kernel_matches_a_loop_over_graphs_in_float64(sizes):
+    q, k, v = (torch.randn(sum(sizes), H, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ptr = torch.tensor((0, ) + tuple(sizes)).cumsum(0)
     out = packed_attention(q, k, v, ptr)
     rows = []
     for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
