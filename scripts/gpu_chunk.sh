@@ -17,29 +17,30 @@ WINDOW=$1 BENCH=$2 RECIPES=$3 SEEDS=$4
 [ -n "$SEEDS" ] || { echo "usage: $0 WINDOW_S OUT RECIPES SEEDS [selfcheck] [perf]" >&2; exit 2; }
 EXTRAS=" ${*:5} "
 START=$SECONDS
+SCRATCH=$(mktemp -d)  # wheels, the gea-graph launcher, the data root and the checks: nothing in the checkout
 # the machine's image has torch, PyG and Lightning but neither RDKit nor OGB: the carried wheels, no dependencies
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SCRATCH/site .whl/*.whl \
     || exit 9
-export PYTHONPATH=/tmp/site:$PWD PYTHONWARNINGS="ignore::UserWarning:outdated"
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m gea_graph "$@"\n' > /tmp/bin/gea-graph
-chmod +x /tmp/bin/gea-graph
-export PATH=/tmp/bin:$PATH
+export PYTHONPATH=$SCRATCH/site:$PWD PYTHONWARNINGS="ignore::UserWarning:outdated"
+mkdir -p $SCRATCH/bin && printf '#!/bin/sh\nexec python3 -m gea_graph "$@"\n' > $SCRATCH/bin/gea-graph
+chmod +x $SCRATCH/bin/gea-graph
+export PATH=$SCRATCH/bin:$PATH
 nvidia-smi -L; uptime
-mkdir -p /tmp/check
+mkdir -p $SCRATCH/check
 python3 -c "import torch, torch_geometric, lightning, rdkit, ogb; print('torch', torch.__version__, '| PyG',
 torch_geometric.__version__, '| Lightning', lightning.__version__, '| RDKit', rdkit.__version__, '|',
-torch.cuda.get_device_name(0))" 2>&1 | tee /tmp/check/env.txt
-export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=/tmp/gpu-data/datasets
+torch.cuda.get_device_name(0))" 2>&1 | tee $SCRATCH/check/env.txt
+export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=$SCRATCH/gpu-data/datasets
 if [[ $EXTRAS == *" selfcheck "* ]]; then
-  timeout 240 gea-graph selfcheck --device cuda --json /tmp/check/selfcheck.json 2>&1 | tee /tmp/check/selfcheck.log \
-      | grep -v '^\[selfcheck\]'
+  timeout 240 gea-graph selfcheck --device cuda --json $SCRATCH/check/selfcheck.json 2>&1 \
+      | tee $SCRATCH/check/selfcheck.log | grep -v '^\[selfcheck\]'
   echo "selfcheck: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 fi
 if [[ $EXTRAS == *" perf "* ]]; then
-  timeout 240 gea-graph perf --quick --device cuda --out /tmp/check/perf 2>&1 | grep '^| ' | cut -c1-150
+  timeout 240 gea-graph perf --quick --device cuda --out $SCRATCH/check/perf 2>&1 | grep '^| ' | cut -c1-150
   echo "perf: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 fi
-tar czf $OUT/check.tgz -C /tmp/check .
+tar czf $OUT/check.tgz -C $SCRATCH/check .
 for recipe in ${RECIPES//,/ }; do
   read -r name pe < <(python3 -c "from gea_graph.train import load_recipe; d = load_recipe('$recipe').data; \
 print(d.name, d.pe or '')")
