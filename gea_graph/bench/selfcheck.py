@@ -409,6 +409,13 @@ def _python_env() -> dict[str, str]:
     return env
 
 
+def _check_exit(proc: subprocess.CompletedProcess, what: str) -> None:
+    # a child command that failed: its exit code and the last lines of its stderr
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise RuntimeError(f"{what} exited with {proc.returncode}: {' | '.join(lines[-3:])}")
+
+
 def _relative_gap(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
@@ -619,9 +626,7 @@ def check_predict(ctx: Context) -> str:
     cmd = gea_graph_command("predict", str(checkpoint), "--smiles", *smiles, "--device", ctx.device.type, "--out",
                             str(table))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_python_env(), cwd=ctx.workdir, check=False)
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        raise RuntimeError(f"gea-graph predict exited with {proc.returncode}: {' | '.join(lines[-3:])}")
+    _check_exit(proc, "gea-graph predict")
     with table.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["smiles"] for r in rows] == smiles, [r["smiles"] for r in rows]
@@ -654,9 +659,7 @@ def check_ddp(ctx: Context) -> str:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_python_env(), cwd=ctx.workdir, check=False)
         if proc.returncode == 0 or "address already in use" not in proc.stderr.lower():
             break
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        raise RuntimeError(f"the 2-process run exited with {proc.returncode}: {' | '.join(lines[-3:])}")
+    _check_exit(proc, "the 2-process run")
     from gea_graph.train import read_metrics, read_result
 
     result = read_result(two)
