@@ -34,20 +34,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
 
 
-__all__ = [
-    "EXTERNAL_REDUCTIONS",
-    "KINDS",
-    "AtomAttention",
-    "ColourScale",
-    "MolPicture",
-    "Panel",
-    "atom_attention",
-    "attention_picture",
-    "capture_attention",
-    "describe_reduction",
-    "draw_molecule",
-    "draw_panels",
-    "reduce_external",
-    "reduce_self",
-    "to_mol",
-]
+__all__ = list(_MODULE_OF)
