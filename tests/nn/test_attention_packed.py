@@ -13,6 +13,7 @@ from gea_graph.nn.attention.packed import (
     block_mask_from_ptr,
     packed_attention,
     packed_backend,
+    packed_qkv_attention,
     pad_head_dim,
 )
 from gea_graph.nn.attention.plan import AttentionPlan, plan_groups
@@ -145,20 +146,46 @@ def test_packed_kernel_matches_a_loop_over_graphs_in_float64(sizes):
         torch.testing.assert_close(a, b)
 
 
+def test_fused_qkv_form_returns_one_gradient_equal_to_the_three_tensor_form():
+    # the layer's form: a fused projection viewed as [N, 3, H, D]; the CPU operator returns the gradient as one
+    # tensor in that layout (no SelectBackward / stack of three gradients in the graph)
+    ptr = torch.tensor((0, ) + SIZES).cumsum(0)
+    qkv = torch.randn(sum(SIZES), 3 * H * 8, dtype=torch.float64, requires_grad=True)
+    out = packed_qkv_attention(qkv.view(-1, 3, H, 8), ptr)
+    q, k, v = (t.detach().requires_grad_(True) for t in qkv.view(-1, 3, H, 8).unbind(1))
+    ref = packed_attention(q, k, v, ptr)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(out)
+    (grad, ) = torch.autograd.grad(out, qkv, g)
+    torch.testing.assert_close(grad.view(-1, 3, H, 8), torch.stack(torch.autograd.grad(ref, (q, k, v), g), 1))
+    names, todo = set(), [out.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is not None:
+            names.add(type(fn).__name__)
+            todo += [f for f, _ in fn.next_functions]
+    assert not any("Unbind" in n or "Select" in n or "Stack" in n for n in names), names
+    with pytest.raises(ValueError, match=r"qkv must be \[sum N, 3, H, D\]"):
+        packed_qkv_attention(qkv.view(-1, 6, H, 4)[:, :2], ptr)
+    with pytest.raises(ValueError, match="q, k, v must be"):
+        packed_attention(q, k, v[..., :4], ptr)
+
+
 def test_packed_kernel_with_dropout_is_a_function_of_its_seed():
     # gradcheck / opcheck: the backward redraws the forward's keep masks from the seed tensor; sizes 3 and 1 are
     # shared by several graphs, so their masks are drawn and applied as one batch
     ptr = torch.tensor((0, 3, 0, 1, 3, 5, 1, 0, 3)).cumsum(0)
     q, k, v = (torch.randn(int(ptr[-1]), H, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     seed = torch.tensor(7)
-    assert torch.autograd.gradcheck(lambda a, b, c: _packed_attention_cpu(a, b, c, ptr, 0.5, 0.4, seed)[0],
-                                    (q, k, v))
-    torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.4, seed))
-    torch.library.opcheck(_packed_attention_cpu, (q, k, v, ptr, 0.5, 0.0, None))
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: _packed_attention_cpu(torch.stack((a, b, c), 1), ptr, 0.5, 0.4, seed)[0], (q, k, v))
+    qkv = torch.stack((q, k, v), 1).detach().requires_grad_(True)
+    torch.library.opcheck(_packed_attention_cpu, (qkv, ptr, 0.5, 0.4, seed))
+    torch.library.opcheck(_packed_attention_cpu, (qkv, ptr, 0.5, 0.0, None))
     # the math: dropout on the softmax weights (kept ones scaled by 1 / (1 - p)), one mask [m, H, n, n] per graph
     # size n shared by m graphs, the sizes in the order of their first graph, drawn by scaled_keep_mask from a
     # generator seeded with the seed tensor
-    out = _packed_attention_cpu(q, k, v, ptr, 0.5, 0.4, seed)[0]
+    out = _packed_attention_cpu(torch.stack((q, k, v), 1), ptr, 0.5, 0.4, seed)[0]
     gen = torch.Generator().manual_seed(7)
     bounds = [(s, e) for s, e in zip(ptr[:-1].tolist(), ptr[1:].tolist()) if e > s]
     sizes = list(dict.fromkeys(e - s for s, e in bounds))

@@ -31,7 +31,7 @@ from .agf import AGFAttention
 from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
 from .gfsa import GFSA, GFSACoefficients
 from .multihead import DenseAttentionBase, MultiheadAttention
-from .packed import packed_attention
+from .packed import packed_attention, packed_qkv_attention
 from .plan import ATTN_IMPLS, AttentionPlan
 from .plaplacian import PLaplacianAttention
 
@@ -75,6 +75,7 @@ __all__ = [
     "key_padding_bias",
     "merge_heads",
     "packed_attention",
+    "packed_qkv_attention",
     "split_heads",
     "to_dense",
 ]

@@ -12,7 +12,7 @@ from torch.nn import Linear, Module
 from gea_graph.nn.dropout import dropout
 
 from .dense import merge_heads
-from .packed import packed_attention
+from .packed import packed_qkv_attention
 from .plan import AttentionPlan, check_impl
 
 #: Largest graph (nodes) of a batch whose CPU attention dropout ``"auto"`` runs on grouped blocks instead of packed
@@ -103,8 +103,9 @@ class DenseAttentionBase(Module):
         ``(out [B, H, N, D], weights [B, H, N, N] if need_weights else None)``."""
         raise NotImplementedError
 
-    def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
-        r"""The attention core on packed rows ``[sum N_i, H, D]`` (only when :attr:`packable`)."""
+    def attend_packed(self, qkv: Tensor, plan: AttentionPlan) -> Tensor:
+        r"""The attention core on packed rows: ``qkv [sum N_i, 3, H, D] -> [sum N_i, H, D]`` (only when
+        :attr:`packable`)."""
         raise NotImplementedError
 
     def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False) -> str:
@@ -187,8 +188,7 @@ class DenseAttentionBase(Module):
         qkv = self.qkv(x).view(N, 3, H, D)
         attn = None
         if impl == "packed":
-            q, k, v = qkv.unbind(1)
-            out = self.attend_packed(q, k, v, plan)
+            out = self.attend_packed(qkv, plan)
         else:
             layout = plan.layout(impl == "grouped")
             outs = []
@@ -266,11 +266,11 @@ class MultiheadAttention(DenseAttentionBase):
         attn = self._softmax_weights(q, k, bias)
         return torch.matmul(dropout(attn, p, self.training), v), attn
 
-    def attend_packed(self, q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:
+    def attend_packed(self, qkv: Tensor, plan: AttentionPlan) -> Tensor:
         p = self.dropout if self.training else 0.0
-        if q.device.type == "cpu":  # the CPU kernel reads ptr itself (and skips empty graphs)
-            return packed_attention(q, k, v, plan.ptr, dropout_p=p, scale=self.scale)
+        if qkv.device.type == "cpu":  # the CPU kernel reads ptr itself (and skips empty graphs)
+            return packed_qkv_attention(qkv, plan.ptr, dropout_p=p, scale=self.scale)
         # The CUDA kernels need the smallest and largest graph sizes and refuse empty graphs: the plan's non-empty
         # graphs, sized from its host-side node counts (read once per batch, shared by the layers, if not given)
         ptr, smallest, largest = plan.jagged()
-        return packed_attention(q, k, v, ptr, largest, dropout_p=p, scale=self.scale, min_num_nodes=smallest)
+        return packed_qkv_attention(qkv, ptr, largest, dropout_p=p, scale=self.scale, min_num_nodes=smallest)

@@ -67,10 +67,11 @@ def _generator(seed: Tensor | None) -> torch.Generator | None:
     return torch.Generator().manual_seed(int(seed))
 
 
-def _size_classes(ptr: Tensor, num_rows: int) -> list[tuple[int, Tensor | int]]:
+def _size_classes(ptr: Tensor, num_rows: int) -> list[tuple[int, Tensor | int, slice]]:
     # The non-empty graphs by node count: (n, first row) for a size that one graph has, (n, rows [m * n]) for a size
-    # that m > 1 graphs share, which one batched kernel call then serves (the rows gathered; fewer, larger calls).
-    # The graphs must cover the rows exactly (the outputs are written graph by graph, never zero-filled).
+    # that m > 1 graphs share, which one batched kernel call then serves (the rows gathered; fewer, larger calls);
+    # third, the class's stretch of the log-sum-exp buffer (see _lse_block). The graphs must cover the rows exactly
+    # (the outputs are written graph by graph, never zero-filled).
     bounds = ptr.tolist()
     if (ptr.dim() != 1 or not bounds or bounds[0] != 0 or bounds[-1] != num_rows
             or any(e < s for s, e in itertools.pairwise(bounds))):
@@ -80,124 +81,127 @@ def _size_classes(ptr: Tensor, num_rows: int) -> list[tuple[int, Tensor | int]]:
     for s, e in itertools.pairwise(bounds):
         if e > s:
             by_size.setdefault(e - s, []).append(s)
-    out: list[tuple[int, Tensor | int]] = []
+    out: list[tuple[int, Tensor | int, slice]] = []
+    done = 0
     for n, starts in by_size.items():
+        rows = slice(done, done + len(starts) * n)
+        done = rows.stop
         if len(starts) == 1:
-            out.append((n, starts[0]))
+            out.append((n, starts[0], rows))
         else:
-            out.append((n, (torch.tensor(starts).unsqueeze(1) + torch.arange(n)).view(-1)))
+            out.append((n, (torch.tensor(starts).unsqueeze(1) + torch.arange(n)).view(-1), rows))
     return out
+
+
+def _graph_view(t: Tensor, n: int, start: int) -> Tensor:
+    # Rows start:start + n of t [N, H, D] (any strides) as [1, H, n, D]: one as_strided call where slicing, unsqueeze
+    # and transpose would be three (this runs a few times per graph size and step)
+    s0, s1, s2 = t.stride()
+    return t.as_strided((1, t.size(1), n, t.size(2)), (n * s0, s1, s0, s2), t.storage_offset() + start * s0)
 
 
 def _rows(t: Tensor, n: int, where: Tensor | int) -> Tensor:
     # The rows of one size class as [m, H, n, D] (a view for a single graph, a gather for several)
     if isinstance(where, int):
-        return t[where:where + n].unsqueeze(0).transpose(1, 2)
+        return _graph_view(t, n, where)
     return t.index_select(0, where).view(-1, n, *t.shape[1:]).transpose(1, 2)
 
 
 def _put(dst: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
     # value [m, H, n, D] into the rows of dst [N, H, D]
-    rows = value.transpose(1, 2).reshape(-1, *dst.shape[1:])
     if isinstance(where, int):
-        dst[where:where + n].copy_(rows)
+        _graph_view(dst, n, where).copy_(value)
     else:
-        dst.index_copy_(0, where, rows)
+        dst.index_copy_(0, where, value.transpose(1, 2).reshape(-1, *dst.shape[1:]))
 
 
-def _lse_rows(lse: Tensor, n: int, where: Tensor | int) -> Tensor:
-    # [H, N] -> [m, H, n] (contiguous) for the rows of one size class
-    if isinstance(where, int):
-        return lse[:, where:where + n].unsqueeze(0).contiguous()
+def _lse_block(lse: Tensor, n: int, rows: slice) -> Tensor:
+    # The log-sum-exp of one size class, [m, H, n], a contiguous view of lse [H, N]: lse holds the kernels' outputs
+    # class after class (the order of _size_classes), not in row order, so that backward reads them without a copy.
     H = lse.size(0)
-    return lse.index_select(1, where).view(H, -1, n).transpose(0, 1).contiguous()
-
-
-def _put_lse(lse: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
-    # value [m, H, n] into lse [H, N]
-    if isinstance(where, int):
-        lse[:, where:where + n].copy_(value[0])
-    else:
-        lse.index_copy_(1, where, value.transpose(0, 1).reshape(lse.size(0), -1))
+    return lse.view(-1)[rows.start * H:rows.stop * H].view(-1, H, n)
 
 
 @torch.library.custom_op("gea_graph::packed_attention", mutates_args=(), device_types="cpu")
-def _packed_attention_cpu(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float, dropout_p: float,
+def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: float,
                           seed: Tensor | None) -> tuple[Tensor, Tensor]:
-    N, H, D = q.shape
-    out = q.new_empty(N, H, D)
-    lse = q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
+    # qkv [N, 3, H, D] (the fused projection's layout), so that backward returns one [N, 3, H, D] gradient: separate
+    # q, k, v gradients would be stacked again by autograd (a copy of all three).
+    N, _, H, D = qkv.shape
+    q, k, v = qkv.unbind(1)
+    out = qkv.new_empty(N, H, D)
+    lse = qkv.new_empty(H, N, dtype=_lse_dtype(qkv.dtype))
     if dropout_p == 0.0:
-        for n, where in _size_classes(ptr, N):  # one flash call per graph size
+        for n, where, rows in _size_classes(ptr, N):  # one flash call per graph size
             o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
             _put(out, n, where, o)
-            _put_lse(lse, n, where, m)
+            _lse_block(lse, n, rows).copy_(m)
         return out, lse
     gen = _generator(seed)
-    for n, where in _size_classes(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
+    for n, where, rows in _size_classes(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
         qg, kg, vg = _rows(q, n, where), _rows(k, n, where), _rows(v, n, where)  # [m, H, n, D]
         scores = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
-        keep = scaled_keep_mask(scores.shape, dropout_p, q.dtype, gen)
+        keep = scaled_keep_mask(scores.shape, dropout_p, qkv.dtype, gen)
         _put(out, n, where, torch.matmul(scores.sub_(m.unsqueeze(-1)).exp_().mul_(keep), vg))
-        _put_lse(lse, n, where, m)
+        _lse_block(lse, n, rows).copy_(m)
     return out, lse
 
 
 @_packed_attention_cpu.register_fake
-def _(q, k, v, ptr, scale, dropout_p, seed):
-    N, H, D = q.shape
-    return q.new_empty(N, H, D), q.new_empty(H, N, dtype=_lse_dtype(q.dtype))
+def _(qkv, ptr, scale, dropout_p, seed):
+    N, _, H, D = qkv.shape
+    return qkv.new_empty(N, H, D), qkv.new_empty(H, N, dtype=_lse_dtype(qkv.dtype))
 
 
 @torch.library.custom_op("gea_graph::packed_attention_backward", mutates_args=(), device_types="cpu")
-def _packed_attention_cpu_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-                                   ptr: Tensor, scale: float, dropout_p: float,
-                                   seed: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-    N, H, D = q.shape
+def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, ptr: Tensor, scale: float,
+                                   dropout_p: float, seed: Tensor | None) -> Tensor:
+    N = qkv.size(0)
+    q, k, v = qkv.unbind(1)
     # Every row belongs to a non-empty graph (ptr covers 0..N), and each size class writes all its graphs' rows.
-    dq, dk, dv = (q.new_empty(N, H, D) for _ in range(3))
+    dqkv = torch.empty_like(qkv, memory_format=torch.contiguous_format)
+    dq, dk, dv = dqkv.unbind(1)
     if dropout_p == 0.0:
-        for n, where in _size_classes(ptr, N):
+        for n, where, rows in _size_classes(ptr, N):
             grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
-                _rows(out, n, where), _lse_rows(lse, n, where), 0.0, False, scale=scale)
+                _rows(out, n, where), _lse_block(lse, n, rows), 0.0, False, scale=scale)
             for acc, g in zip((dq, dk, dv), grads):
                 _put(acc, n, where, g)
-        return dq, dk, dv
+        return dqkv
     gen = _generator(seed)
-    for n, where in _size_classes(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
+    for n, where, rows in _size_classes(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
         qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
-        probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_rows(lse, n, where).unsqueeze(-1))
+        probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_block(lse, n, rows).unsqueeze(-1))
         probs = probs.exp_()
-        keep = scaled_keep_mask(probs.shape, dropout_p, q.dtype, gen)
+        keep = scaled_keep_mask(probs.shape, dropout_p, qkv.dtype, gen)
         _put(dv, n, where, torch.matmul((probs * keep).transpose(-1, -2), go))
         dprobs = torch.matmul(go, vg.transpose(-1, -2)).mul_(keep)
         dscores = torch._softmax_backward_data(dprobs, probs, -1, probs.dtype).mul_(scale)
         _put(dq, n, where, torch.matmul(dscores, kg))
         _put(dk, n, where, torch.matmul(dscores.transpose(-1, -2), qg))
-    return dq, dk, dv
+    return dqkv
 
 
 @_packed_attention_cpu_backward.register_fake
-def _(grad, q, k, v, out, lse, ptr, scale, dropout_p, seed):
-    return tuple(q.new_empty(q.shape) for _ in range(3))
+def _(grad, qkv, out, lse, ptr, scale, dropout_p, seed):
+    return torch.empty_like(qkv, memory_format=torch.contiguous_format)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, ptr, scale, dropout_p, seed = inputs
+    qkv, ptr, scale, dropout_p, seed = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, ptr, seed)
+    ctx.save_for_backward(qkv, out, lse, ptr, seed)
     ctx.scale, ctx.dropout_p = scale, dropout_p
     ctx.mark_non_differentiable(lse)
 
 
 def _backward(ctx, grad_out: Tensor, _grad_lse: Tensor | None):
-    q, k, v, out, lse, ptr, seed = ctx.saved_tensors
-    dq, dk, dv = _packed_attention_cpu_backward(grad_out.contiguous(), q, k, v, out, lse, ptr, ctx.scale,
-                                                ctx.dropout_p, seed)
-    return dq, dk, dv, None, None, None, None
+    qkv, out, lse, ptr, seed = ctx.saved_tensors
+    dqkv = _packed_attention_cpu_backward(grad_out.contiguous(), qkv, out, lse, ptr, ctx.scale, ctx.dropout_p, seed)
+    return dqkv, None, None, None, None
 
 
 _packed_attention_cpu.register_autograd(_backward, setup_context=_setup_context)
@@ -297,37 +301,60 @@ def _flex_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float,
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None = None,
                      dropout_p: float = 0.0, scale: float | None = None, backend: str = "auto",
                      batch: Tensor | None = None, min_num_nodes: int | None = None) -> Tensor:
-    r"""Per-graph softmax attention on packed rows (see the module doc).
+    r"""Per-graph softmax attention on packed rows (see the module doc): :func:`packed_qkv_attention` on
+    ``torch.stack((q, k, v), 1)``. A fused projection's output (e.g. PyG-style ``Linear(C, 3 C)`` viewed as
+    ``[sum N_i, 3, H, D]``) goes to :func:`packed_qkv_attention` directly, without this copy.
 
     Args:
-        q, k, v (torch.Tensor): :math:`[\sum N_i, H, D]` (any strides with a contiguous last axis, e.g. views of
-            one fused projection).
-        ptr (torch.Tensor): :math:`[B + 1]` long, graph ``i`` owns rows ``ptr[i]:ptr[i+1]`` (PyG's
-            ``batch.ptr``); empty graphs are allowed.
-        max_num_nodes (int, optional): The largest graph's node count (or a bound of it); the CUDA kernels need
-            it, and read it from ``ptr`` (a host sync) when it is not given.
-        min_num_nodes (int, optional): The smallest graph's node count (``"njt"``): read from ``ptr`` (a host sync)
-            when not given. The fused CUDA kernels refuse a graph of no nodes (0 runs the math path), so a caller
-            drops empty graphs from ``ptr`` first (:meth:`~gea_graph.nn.attention.AttentionPlan.jagged`).
-        dropout_p (float, optional): Dropout on the attention weights (pass ``0.0`` in evaluation).
-        scale (float, optional): Score scale (default :math:`1/\sqrt{D}`).
-        backend (str, optional): One of :data:`BACKENDS`; ``"auto"``: :func:`packed_backend`.
-        batch (torch.Tensor, optional): The batch vector, if at hand (``"flex"`` only).
+        q, k, v (torch.Tensor): :math:`[\sum N_i, H, D]` each.
+        ptr, max_num_nodes, dropout_p, scale, backend, batch, min_num_nodes: as in :func:`packed_qkv_attention`.
 
     Returns:
         :math:`[\sum N_i, H, D]`.
     """
-    if q.dim() != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
+    if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"packed_attention: q, k, v must be [sum N, H, D] alike, got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
-    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else float(scale)
+    return packed_qkv_attention(torch.stack((q, k, v), dim=1), ptr, max_num_nodes, dropout_p, scale, backend,
+                                batch, min_num_nodes)
+
+
+def packed_qkv_attention(qkv: Tensor, ptr: Tensor, max_num_nodes: int | None = None, dropout_p: float = 0.0,
+                         scale: float | None = None, backend: str = "auto", batch: Tensor | None = None,
+                         min_num_nodes: int | None = None) -> Tensor:
+    r"""Per-graph softmax attention on packed rows (see the module doc), from the queries, keys and values in one
+    tensor (the layout of a fused ``q, k, v`` projection; the CPU kernel's gradient then comes back in that one
+    tensor, not as three that autograd would stack again).
+
+    Args:
+        qkv (torch.Tensor): :math:`[\sum N_i, 3, H, D]`: queries, keys and values along dim 1 (any strides with a
+            contiguous last axis).
+        ptr (torch.Tensor): :math:`[B + 1]` long, graph ``i`` owns rows ``ptr[i]:ptr[i+1]`` (PyG's
+            ``batch.ptr``); empty graphs are allowed.
+        max_num_nodes (int, optional): The largest graph's node count (or a bound of it); the CUDA kernels need
+            it, and read it from ``ptr`` (a host sync) when it is not given.
+        dropout_p (float, optional): Dropout on the attention weights (pass ``0.0`` in evaluation).
+        scale (float, optional): Score scale (default :math:`1/\sqrt{D}`).
+        backend (str, optional): One of :data:`BACKENDS`; ``"auto"``: :func:`packed_backend`.
+        batch (torch.Tensor, optional): The batch vector, if at hand (``"flex"`` only).
+        min_num_nodes (int, optional): The smallest graph's node count (``"njt"``): read from ``ptr`` (a host sync)
+            when not given. The fused CUDA kernels refuse a graph of no nodes (0 runs the math path), so a caller
+            drops empty graphs from ``ptr`` first (:meth:`~gea_graph.nn.attention.AttentionPlan.jagged`).
+
+    Returns:
+        :math:`[\sum N_i, H, D]`.
+    """
+    if qkv.dim() != 4 or qkv.size(1) != 3:
+        raise ValueError(f"packed_qkv_attention: qkv must be [sum N, 3, H, D], got {tuple(qkv.shape)}")
+    scale = 1.0 / math.sqrt(qkv.size(-1)) if scale is None else float(scale)
     if backend == "auto":
-        backend = packed_backend(q.device.type, q.dtype, dropout_p)
+        backend = packed_backend(qkv.device.type, qkv.dtype, dropout_p)
     if backend not in BACKENDS:
         raise ValueError(f"packed_attention: unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     if backend == "cpu_flash":
         seed = torch.randint(0, 2 ** 62, (), dtype=torch.long) if dropout_p > 0.0 else None
-        return _packed_attention_cpu(q, k, v, ptr, scale, float(dropout_p), seed)[0]
+        return _packed_attention_cpu(qkv, ptr, scale, float(dropout_p), seed)[0]
+    q, k, v = qkv.unbind(1)
     if q.size(0) == 0:  # no rows, no attention (the CUDA kernels take no empty batch)
         return v * 0.0
     if max_num_nodes is None and backend != "flex":
