@@ -58,7 +58,7 @@ class _GFSACore(torch.autograd.Function):
         tv = v.new_empty(BH, 2 * d, N)  # [T^T | V^T], the operand of backward's dA product
         tt, vt = tv[:, :d], tv[:, d:].copy_(v.transpose(1, 2))  # [BH, d, N] views
         yt = torch.bmm(vt, at)  # (A V)^T
-        _heads(tt, H).copy_(torch.addcmul(_heads(vt, H) * c1, _heads(yt, H), c2))  # c1 V + c2 A V
+        torch.mul(_heads(vt, H), c1, out=_heads(tt, H)).addcmul_(_heads(yt, H), c2)  # c1 V + c2 A V, in place
         # Z itself in [BH, N, d] (not Z^T): the head merge after it then copies whole rows
         z = torch.bmm(a, tt.transpose(1, 2)) if c0 is None else \
             torch.baddbmm((_heads(v, H) * c0).view(BH, N, d), a, tt.transpose(1, 2))
@@ -77,7 +77,7 @@ class _GFSACore(torch.autograd.Function):
         dd = tv.new_empty(BH, d2, N)  # [dZ^T | c2 dT^T]
         dzt, dyt = dd[:, :d].copy_(dz.transpose(1, 2)), dd[:, d:]
         dtt = torch.bmm(dzt, a)  # (A^T dZ)^T
-        _heads(dyt, H).copy_(_heads(dtt, H) * c2)
+        torch.mul(_heads(dtt, H), c2, out=_heads(dyt, H))
         base = _heads(dtt, H) * c1 if c0 is None else \
             torch.addcmul(_heads(dtt, H) * c1, _heads(dzt, H), c0)
         dvt = torch.baddbmm(base.view(BH, d, N), dyt, a)  # (c0 dZ + c1 dT + A^T c2 dT)^T
