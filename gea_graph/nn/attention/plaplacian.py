@@ -37,6 +37,33 @@ def _fast_pow(x: Tensor, e: float) -> Tensor:
     return x.pow(e)
 
 
+class _DistanceWeighted(torch.autograd.Function):
+    r""":math:`\mathbf{W} = \bar{\mathbf{A}} \odot \max(\mathbf{D}, \epsilon)^{e}` for the squared distances
+    :math:`\mathbf{D}` with a hand-written backward: :math:`G_{\bar{A}} = G \odot \mathbf{P}` and
+    :math:`G_{\mathbf{D}} = e\, G \odot \mathbf{W} / \max(\mathbf{D}, \epsilon)` where :math:`\mathbf{D} \ge
+    \epsilon` (else 0, as ``clamp_min``'s gradient), in five passes over the :math:`N \times N` blocks where the
+    autograd graph of ``clamp_min``, the root and the product takes about nine."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, d2: Tensor, exponent: float, eps: float) -> Tensor:
+        clamped = d2.clamp_min(eps)
+        p = _fast_pow(clamped, exponent)
+        w = a * p
+        ctx.save_for_backward(p, w, clamped, d2 < eps)
+        ctx.exponent = exponent
+        return w
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        p, w, clamped, below = ctx.saved_tensors
+        grad_a = grad * p if ctx.needs_input_grad[0] else None
+        grad_d2 = None
+        if ctx.needs_input_grad[1]:
+            grad_d2 = torch.mul(grad, w).div_(clamped).mul_(ctx.exponent).masked_fill_(below, 0.0)
+        return grad_a, grad_d2, None, None
+
+
 class PLaplacianAttention(DenseAttentionBase):
     r"""The p-Laplacian attention of Nguyen et al., `"p-Laplacian Transformer"
     <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per
@@ -129,6 +156,14 @@ class PLaplacianAttention(DenseAttentionBase):
         r""":math:`\mathbf{P}` ``[B, H', N, N]`` (float32, or float64 for float64 input) from
         per-head values ``v`` ``[B, H', N, d]``; one exponent for all given heads, or (default)
         the module's per-head exponents :math:`(p_h - 2)/2`."""
+        d2 = self.squared_distances(v).clamp_min(self.eps)
+        if exponent is None:
+            return d2.pow(self.exponent.to(d2.dtype).view(1, -1, 1, 1))
+        return _fast_pow(d2, exponent)
+
+    def squared_distances(self, v: Tensor) -> Tensor:
+        r""":math:`\lVert \mathbf{v}_i - \mathbf{v}_j \rVert^2 + \epsilon` ``[B, H', N, N]`` (float32, or float64 for
+        float64 input; not yet clamped against rounding) from per-head values ``v`` ``[B, H', N, d]``."""
         dt = torch.float64 if v.dtype == torch.float64 else torch.float32
         B, H, N, D = v.shape
         with torch.autocast(v.device.type, enabled=False):
@@ -143,11 +178,7 @@ class PLaplacianAttention(DenseAttentionBase):
             # clamping at eps equals clamping the rounding-negative distance at 0, then + eps.
             lhs = torch.cat([v3, sq, one], dim=-1)
             rhs = torch.cat([v3 * -2.0, one, sq + self.eps], dim=-1)
-            d2 = torch.bmm(lhs, rhs.transpose(1, 2)).clamp_min(self.eps)
-            d2 = d2.view(B, H, N, N)
-            if exponent is None:
-                return d2.pow(self.exponent.to(dt).view(1, -1, 1, 1))
-            return _fast_pow(d2, exponent)
+            return torch.bmm(lhs, rhs.transpose(1, 2)).view(B, H, N, N)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
@@ -165,7 +196,11 @@ class PLaplacianAttention(DenseAttentionBase):
             if e == 0.0 and not self.renormalize:
                 outs.append(torch.matmul(a_g, v_g))  # p = 2: P == 1, plain softmax head
                 continue
-            w = a_g * self.distance_weights(v_g, e)
+            d2 = self.squared_distances(v_g)
+            if a_g.dtype == d2.dtype and not torch.compiler.is_compiling():  # one node, hand-written backward
+                w = _DistanceWeighted.apply(a_g, d2, e, self.eps)
+            else:  # mixed precision, or compiled (the compiler fuses the plain ops itself)
+                w = a_g * _fast_pow(d2.clamp_min(self.eps), e)
             if self.renormalize:
                 w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
             # (W V)^T = V^T W^T: the transposed layout is faster for small batched GEMMs on CPU
