@@ -53,7 +53,7 @@ class _GFSACore(torch.autograd.Function):
         s = torch.bmm(q, k.transpose(1, 2)).mul_(scale) if bias is None else \
             torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
         # Not in place (out=s): ATen's CPU softmax over a short last axis is slower writing over its input
-        # (1.9 vs 1.4 ms on [512, 33, 33]), its backward too (0.57 vs 0.42 ms); 0.4-0.6 ms of a 36 ms layer step
+        # (1.84 vs 1.41 ms on [512, 33, 33]), its backward too (0.62 vs 0.56 ms; docs/performance.md)
         a = torch.softmax(s, dim=-1)  # [BH, N, N]
         at = a.transpose(1, 2)
         tv = v.new_empty(BH, 2 * d, N)  # [T^T | V^T], the operand of backward's dA product
