@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gea_graph.train.recipe import load_recipe, resolve_recipe
+from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
 
 
 @dataclass(frozen=True)
@@ -47,17 +47,22 @@ class Suite:
         ``trainer.max_epochs`` after the suite's overrides; a time-capped run may stop earlier)."""
         runs = epochs = 0
         for spec in self.recipes:
-            recipe = load_recipe(resolve_recipe(spec), self.overrides_of(spec))
-            n = len(seeds if seeds is not None else self.seeds if self.seeds is not None else recipe.trainer.seeds)
+            recipe = self.recipe_of(spec)
+            n = len(seeds if seeds is not None else self._seeds(recipe))
             runs += n
             epochs += n * recipe.trainer.max_epochs
         return runs, epochs
 
     def seeds_of(self, recipe: str) -> tuple[int, ...]:
         r"""The seeds the suite runs ``recipe`` with: the suite's, else the recipe's own ``trainer.seeds``."""
-        if self.seeds is not None:
-            return self.seeds
-        return tuple(load_recipe(resolve_recipe(recipe), self.overrides_of(recipe)).trainer.seeds)
+        return self._seeds(self.recipe_of(recipe))
+
+    def _seeds(self, recipe: Recipe) -> tuple[int, ...]:
+        return self.seeds if self.seeds is not None else tuple(recipe.trainer.seeds)
+
+    def recipe_of(self, recipe: str) -> Recipe:
+        r"""The :class:`~gea_graph.train.recipe.Recipe` the suite runs for ``recipe`` (its overrides applied)."""
+        return load_recipe(resolve_recipe(recipe), self.overrides_of(recipe))
 
     def overrides_of(self, recipe: str) -> tuple[str, ...]:
         r"""The suite's overrides of ``recipe``: its own (:attr:`recipe_overrides`), then the suite's."""
