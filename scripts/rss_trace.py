@@ -1,0 +1,75 @@
+"""The resident set of a CPU training run after every training step, for a run of a few minutes.
+
+    GEA_GRAPH_MIRROR=../shared/data python scripts/rss_trace.py RECIPE [--minutes 3] [--threads 1] [--out DIR] \
+        [KEY=VALUE ...]
+
+Trains ``RECIPE`` (one epoch at most, capped at ``--minutes``, seed 0; ``KEY=VALUE`` recipe overrides, e.g.
+``trainer.release_memory_every=1``) into ``--out`` (default: a fresh temporary folder, removed afterwards) with
+``THP_MEM_ALLOC_ENABLE=1`` as the ``gea-graph`` command sets it, and prints the steps trained, the resident set after
+each step (MiB, ``/proc/self/statm``, read after the run's own callbacks, so after a release of the free heap when
+one was due) and the process's peak (``ru_maxrss``). Used for "Memory of a Peptides-func run" in
+docs/performance.md.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, as the gea-graph command does
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from gea_graph.train.recipe import load_recipe
+from gea_graph.train.run import fit
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 2 ** 20
+
+
+class ResidentTrace(Callback):
+    """The resident set (MiB) after every training step."""
+
+    def __init__(self) -> None:
+        self.resident: list[float] = []
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.resident.append(resident_mib())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recipe")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    recipe = load_recipe(args.recipe, [f"trainer.max_time={args.minutes}", "trainer.max_epochs=1", *args.overrides])
+    out = args.out or tempfile.mkdtemp(prefix="rss-trace-")
+    trace = ResidentTrace()
+    start = time.perf_counter()
+    try:
+        fit(recipe, out, seed=0, progress=False, callbacks=[trace], verbose=False, accelerator="cpu", devices=1)
+    finally:
+        if args.out is None:
+            shutil.rmtree(out, ignore_errors=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{args.recipe} {' '.join(args.overrides)}: {len(trace.resident)} steps in {time.perf_counter() - start:.0f} s, "
+          f"peak {peak:.0f} MiB (ru_maxrss)")
+    print("resident MiB after each step:", " ".join(f"{r:.0f}" for r in trace.resident))
+
+
+if __name__ == "__main__":
+    main()
