@@ -176,10 +176,13 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     path[:, steps:] = -1
     if steps:
         step_to, column = _next_steps(dist, nbr, nbr_edge.astype(edge_dtype), num_nodes)
-        path[:, 0] = column
+        # The walk runs on contiguous columns in the compact edge dtype (a gather into a strided int64 column is
+        # several times slower), then one transposing copy (torch's: numpy's is slower) writes them into the rows.
+        columns = np.empty((steps, dist.size), dtype=column.dtype)
+        columns[0] = column
         for step in range(1, steps):
-            column = np.take(column, step_to)
-            path[:, step] = column
+            np.take(columns[step - 1], step_to, out=columns[step], mode="clip")  # step_to is in range
+        torch.from_numpy(path[:, :steps]).copy_(torch.from_numpy(columns).t())
     return spd, path
 
 
