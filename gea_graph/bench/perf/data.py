@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from torch import Tensor
 from torch_geometric.data import Batch, Data, InMemoryDataset
 from torch_geometric.utils import to_undirected
@@ -82,10 +83,17 @@ def zinc() -> ZincBuild:
     return _ZINC[0] if _ZINC else build_zinc()
 
 
+def _ogb_columns(rows: int, dims: list[int], generator: torch.Generator) -> Tensor:
+    # [rows, len(dims)] long, column i uniform below min(4, dims[i])
+    high = torch.tensor([min(4, d) for d in dims], dtype=torch.float64)
+    return (torch.rand(rows, len(dims), generator=generator, dtype=torch.float64) * high).long()
+
+
 def random_molecule_like(num_nodes: int, generator: torch.Generator) -> Data:
     r"""A connected, sparse, undirected graph that looks like a molecule: a random tree whose nodes
     attach to one of the few previous nodes (chains and branches), plus one ring-closing edge per
-    ~12 nodes; OGB-shaped long features ``x [N, 9]`` and ``edge_attr [E, 3]``."""
+    ~12 nodes; OGB features ``x [N, 9]`` and ``edge_attr [E, 3]`` (each column below 4 and within OGB's
+    vocabulary)."""
     n = max(int(num_nodes), 1)
     src: list[int] = []
     dst: list[int] = []
@@ -100,8 +108,8 @@ def random_molecule_like(num_nodes: int, generator: torch.Generator) -> Data:
             dst.append(i - 5)
     edge_index = to_undirected(torch.tensor([src, dst], dtype=torch.long).view(2, -1),
                                num_nodes=n)
-    x = torch.randint(0, 4, (n, 9), generator=generator)
-    edge_attr = torch.randint(0, 3, (edge_index.size(1), 3), generator=generator)
+    x = _ogb_columns(n, get_atom_feature_dims(), generator)
+    edge_attr = _ogb_columns(edge_index.size(1), get_bond_feature_dims(), generator)
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
 
 

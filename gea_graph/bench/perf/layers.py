@@ -17,7 +17,7 @@ from torch_geometric.nn import GINEConv, GPSConv
 from torch_geometric.utils import to_dense_batch
 
 from gea_graph.bench.perf.core import Row, Settings, Target, layer_rows
-from gea_graph.bench.perf.data import LayerInput, layer_input
+from gea_graph.bench.perf.data import LayerInput, layer_input, real_graphs
 
 CHANNELS = 64
 HEADS = 4
@@ -75,6 +75,38 @@ def external_attention_rows(settings: Settings) -> list[Row]:
             f"external attention [{ds}]", ours,
             partial(ours, inp.x, inp.batch, num_graphs=inp.num_graphs),
             ref, partial(ref, inp.x), Target("<=", 1.4), settings, _note(inp))
+    return rows
+
+
+#: Graphs and width of the encoder rows (the Peptides-func recipes' batch and hidden size).
+ENCODER_GRAPHS, ENCODER_CHANNELS = 128, 128
+
+
+def encoder_rows(settings: Settings) -> list[Row]:
+    r"""OGB's atom and bond encoders as the models build them (:class:`~gea_graph.models.encoders.AtomFeatureEncoder`,
+    :class:`~gea_graph.models.encoders.BondFeatureEncoder`: the sum of the embeddings as one one-hot product on CPU)
+    vs OGB's own classes (one look-up per feature column), the same weights, on the OGB features of a Peptides-func
+    batch of :data:`ENCODER_GRAPHS` graphs, forward + backward."""
+    from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
+
+    from gea_graph.models.encoders import AtomFeatureEncoder, BondFeatureEncoder
+
+    graphs, note = real_graphs("Peptides-func", ENCODER_GRAPHS)
+    device = settings.device
+    x = torch.cat([g.x for g in graphs]).to(device)
+    edge_attr = torch.cat([g.edge_attr for g in graphs]).to(device)
+    rows: list[Row] = []
+    for label, ours_cls, ref_cls, feats in (("atom", AtomFeatureEncoder, AtomEncoder, x),
+                                            ("bond", BondFeatureEncoder, BondEncoder, edge_attr)):
+        ref = _seeded(partial(ref_cls, ENCODER_CHANNELS), device)
+        ours = ours_cls(ENCODER_CHANNELS).to(device)
+        ours.load_state_dict(ref.state_dict())
+        what = "nodes" if label == "atom" else "edges"
+        text = (f"{len(graphs)} graphs, {feats.size(0)} {what}, {ENCODER_CHANNELS} channels; "
+                f"reference: OGB's {ref_cls.__name__}")
+        rows += layer_rows(f"{label} encoder [Peptides-func, batch {ENCODER_GRAPHS}]", ours, partial(ours, feats),
+                           ref, partial(ref, feats), Target("<=", 0.67), settings,
+                           "; ".join(filter(None, [text, note])))
     return rows
 
 
