@@ -17,8 +17,8 @@ import os
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, as the gea-graph command does
 
 import argparse
+import contextlib
 import resource
-import shutil
 import tempfile
 import time
 from typing import Any
@@ -57,14 +57,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [f"trainer.max_time={args.minutes}", "trainer.max_epochs=1", *args.overrides])
-    out = args.out or tempfile.mkdtemp(prefix="rss-trace-")
     trace = ResidentTrace()
     start = time.perf_counter()
-    try:
+    with contextlib.ExitStack() as stack:
+        out = args.out or stack.enter_context(tempfile.TemporaryDirectory(prefix="rss-trace-"))
         fit(recipe, out, seed=0, progress=False, callbacks=[trace], verbose=False, accelerator="cpu", devices=1)
-    finally:
-        if args.out is None:
-            shutil.rmtree(out, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{args.recipe} {' '.join(args.overrides)}: {len(trace.resident)} steps in {time.perf_counter() - start:.0f} s, "
           f"peak {peak:.0f} MiB (ru_maxrss)")
