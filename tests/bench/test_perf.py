@@ -259,3 +259,15 @@ def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> N
     row = rows[0]
     assert row.unit == "MiB" and 50 < row.ours < 3072 and row.reference is None and row.met
     assert "6 steps each" in row.note and "tiny " in row.note
+
+
+def test_perf_help_names_every_group():
+    import argparse
+    import re
+
+    from gea_graph.bench.perf.suite import row_groups
+
+    perf = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["perf"]
+    only = next(a for a in perf._actions if "--only" in a.option_strings)
+    words = set(re.findall(r"[a-z]+", only.help))
+    assert set(row_groups()) <= words, set(row_groups()) - words
