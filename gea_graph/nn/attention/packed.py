@@ -301,9 +301,9 @@ def _flex_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, scale: float,
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes: int | None = None,
                      dropout_p: float = 0.0, scale: float | None = None, backend: str = "auto",
                      batch: Tensor | None = None, min_num_nodes: int | None = None) -> Tensor:
-    r"""Per-graph softmax attention on packed rows (see the module doc): :func:`packed_qkv_attention` on
-    ``torch.stack((q, k, v), 1)``. A fused projection's output (e.g. PyG-style ``Linear(C, 3 C)`` viewed as
-    ``[sum N_i, 3, H, D]``) goes to :func:`packed_qkv_attention` directly, without this copy.
+    r"""Per-graph softmax attention on packed rows (see the module doc), from separate queries, keys and values. The
+    CPU kernel takes them stacked, ``torch.stack((q, k, v), 1)`` (a copy); a fused projection's output (e.g.
+    PyG-style ``Linear(C, 3 C)`` viewed as ``[sum N_i, 3, H, D]``) goes to :func:`packed_qkv_attention` without it.
 
     Args:
         q, k, v (torch.Tensor): :math:`[\sum N_i, H, D]` each.
@@ -315,8 +315,7 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, ptr: Tensor, max_num_nodes
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"packed_attention: q, k, v must be [sum N, H, D] alike, got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
-    return packed_qkv_attention(torch.stack((q, k, v), dim=1), ptr, max_num_nodes, dropout_p, scale, backend,
-                                batch, min_num_nodes)
+    return _dispatch((q, k, v), None, ptr, max_num_nodes, dropout_p, scale, backend, batch, min_num_nodes)
 
 
 def packed_qkv_attention(qkv: Tensor, ptr: Tensor, max_num_nodes: int | None = None, dropout_p: float = 0.0,
@@ -346,15 +345,24 @@ def packed_qkv_attention(qkv: Tensor, ptr: Tensor, max_num_nodes: int | None = N
     """
     if qkv.dim() != 4 or qkv.size(1) != 3:
         raise ValueError(f"packed_qkv_attention: qkv must be [sum N, 3, H, D], got {tuple(qkv.shape)}")
-    scale = 1.0 / math.sqrt(qkv.size(-1)) if scale is None else float(scale)
+    return _dispatch(qkv.unbind(1), qkv, ptr, max_num_nodes, dropout_p, scale, backend, batch, min_num_nodes)
+
+
+def _dispatch(qkv_parts: tuple[Tensor, ...], qkv: Tensor | None, ptr: Tensor, max_num_nodes: int | None,
+              dropout_p: float, scale: float | None, backend: str, batch: Tensor | None,
+              min_num_nodes: int | None) -> Tensor:
+    # The backend choice of both public forms. The CPU operator takes one [N, 3, H, D] tensor (stacked here only when
+    # the caller gave three); the CUDA kernels take q, k, v as they are.
+    q, k, v = qkv_parts
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else float(scale)
     if backend == "auto":
-        backend = packed_backend(qkv.device.type, qkv.dtype, dropout_p)
+        backend = packed_backend(q.device.type, q.dtype, dropout_p)
     if backend not in BACKENDS:
         raise ValueError(f"packed_attention: unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     if backend == "cpu_flash":
         seed = torch.randint(0, 2 ** 62, (), dtype=torch.long) if dropout_p > 0.0 else None
+        qkv = torch.stack(qkv_parts, dim=1) if qkv is None else qkv
         return _packed_attention_cpu(qkv, ptr, scale, float(dropout_p), seed)[0]
-    q, k, v = qkv.unbind(1)
     if q.size(0) == 0:  # no rows, no attention (the CUDA kernels take no empty batch)
         return v * 0.0
     if max_num_nodes is None and backend != "flex":
