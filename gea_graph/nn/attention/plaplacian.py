@@ -156,7 +156,12 @@ class PLaplacianAttention(DenseAttentionBase):
         r""":math:`\mathbf{P}` ``[B, H', N, N]`` (float32, or float64 for float64 input) from
         per-head values ``v`` ``[B, H', N, d]``; one exponent for all given heads, or (default)
         the module's per-head exponents :math:`(p_h - 2)/2`."""
-        d2 = self.squared_distances(v).clamp_min(self.eps)
+        return self.distance_power(self.squared_distances(v), exponent)
+
+    def distance_power(self, d2: Tensor, exponent: float | None = None) -> Tensor:
+        r""":math:`\max(\mathbf{D}, \epsilon)^{e}` of squared distances ``d2`` (:meth:`squared_distances`); one
+        exponent for all heads, or (default) the module's per-head exponents."""
+        d2 = d2.clamp_min(self.eps)
         if exponent is None:
             return d2.pow(self.exponent.to(d2.dtype).view(1, -1, 1, 1))
         return _fast_pow(d2, exponent)
@@ -200,7 +205,7 @@ class PLaplacianAttention(DenseAttentionBase):
             if a_g.dtype == d2.dtype and not torch.compiler.is_compiling():  # one node, hand-written backward
                 w = _DistanceWeighted.apply(a_g, d2, e, self.eps)
             else:  # mixed precision, or compiled (the compiler fuses the plain ops itself)
-                w = a_g * _fast_pow(d2.clamp_min(self.eps), e)
+                w = a_g * self.distance_power(d2, e)
             if self.renormalize:
                 w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
             # (W V)^T = V^T W^T: the transposed layout is faster for small batched GEMMs on CPU
