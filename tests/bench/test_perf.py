@@ -18,7 +18,7 @@ from gea_graph.cli import build_parser
 
 # Every group except the dataset build (all 12k ZINC molecules by design) and the training
 # throughput (trains on that build): both are covered by `gea-graph perf --quick`.
-SMOKE_GROUPS = ["external", "encoders", "gps", "attention", "geaet", "graphormer", "agf", "spd"]
+SMOKE_GROUPS = ["external", "encoders", "gcn", "gps", "attention", "geaet", "graphormer", "agf", "spd"]
 
 
 def _few_random_graphs(dataset: str, count: int) -> tuple:
@@ -34,8 +34,8 @@ def test_suite_writes_reports_with_exact_keys(tmp_path: Path, monkeypatch: pytes
     rows = run_suite(Settings.tiny(), tmp_path, only=SMOKE_GROUPS, log=lambda _: None)
     assert rows
     assert not [row.note for row in rows if row.note.startswith("failed")]
-    assert {"atom encoder [Peptides-func, batch 128]", "bond encoder [Peptides-func, batch 128]"} <= {
-        row.name for row in rows}
+    assert {"atom encoder [Peptides-func, batch 128]", "bond encoder [Peptides-func, batch 128]",
+            "GCN layer [Peptides-func, batch 128]"} <= {row.name for row in rows}
     data = json.loads((tmp_path / "perf.json").read_text())
     assert len(data) == len(rows)
     for obj in data:

@@ -114,6 +114,76 @@ def test_adapters_equal_pyg():
     assert sum(p.numel() for p in GCNLayer(224).parameters()) == 50400
 
 
+def _gcn_naive(layer, x, ei):
+    # out_i = b + sum over edges j -> i (and one loop per node) of W x_j / sqrt(d_i d_j), d counting in-edges
+    # and the loop; a graph's own loops are replaced by that one loop, as PyG's gcn_norm does
+    keep = ei[0] != ei[1]
+    src = torch.cat([ei[0][keep], torch.arange(x.size(0))])
+    dst = torch.cat([ei[1][keep], torch.arange(x.size(0))])
+    deg = torch.zeros(x.size(0), dtype=x.dtype).index_add_(0, dst, torch.ones(dst.numel(), dtype=x.dtype))
+    h = layer.conv.lin(x)
+    out = torch.zeros_like(h)
+    for j, i in zip(src.tolist(), dst.tolist()):
+        out[i] += h[j] / (deg[i] * deg[j]).sqrt()
+    return out + layer.conv.bias
+
+
+@pytest.mark.parametrize("n, e", [(6, 14), (1, 0), (0, 0), (5, 0)])
+def test_gcn_sparse_product_equals_message_passing(monkeypatch, n, e):
+    """On CPU the layer aggregates with one sparse product (gcn_adjacency); outputs and all gradients equal the
+    message-passing form (the path of a GPU and torch.compile) and a per-edge loop of GCN's equation, with
+    repeated edges and own self loops, no edges, one node and no nodes."""
+    from gea_graph.nn import mpnn
+    x, ei, _ = _graph(n=n, e=e) if n else (torch.zeros(0, 8, dtype=torch.float64), None, None)
+    ei = torch.zeros(2, 0, dtype=torch.long) if ei is None else ei
+    if e:
+        ei = torch.cat([ei, ei[:, :3], torch.tensor([[2, 2], [2, 2]])], dim=1)
+    layer = GCNLayer(8).double()
+    results = []
+    for sparse in (True, False):
+        monkeypatch.setattr(mpnn, "_sparse_aggregation", lambda x, sparse=sparse: sparse)
+        xi = x.clone().requires_grad_(True)
+        out = layer(xi, ei)[0]
+        out.backward(torch.arange(out.numel(), dtype=out.dtype).view_as(out).cos())
+        results.append([out, xi.grad] + [p.grad.clone() for p in layer.parameters()])
+        layer.zero_grad()
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(results[0][0], _gcn_naive(layer, x, ei))
+
+
+def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
+    """All layers called with one edge_index share its sparse matrix; a new tensor (even with equal values), an
+    in-place change of it, another node count or dtype builds it again."""
+    from gea_graph.nn import mpnn
+    builds = []
+    real = mpnn.gcn_adjacency
+    monkeypatch.setattr(mpnn, "gcn_adjacency", lambda *a: builds.append(a) or real(*a))
+    monkeypatch.setattr(mpnn, "_last_adjacency", mpnn._LastAdjacency())
+    x, ei, _ = _graph(dtype=torch.float32)
+    layers = [GCNLayer(8), GCNLayer(8)]
+    first = [layer(x, ei)[0] for layer in layers]
+    assert len(builds) == 1
+    for layer in layers:  # the next step's calls with the same batch
+        layer(x, ei)
+    assert len(builds) == 1
+    layers[0](x, ei.clone())
+    assert len(builds) == 2
+    ei2 = ei.clone()
+    layers[0](x, ei2)
+    ei2[0, 0] = (ei2[0, 0] + 1) % 6  # in place: the cached matrix is stale
+    changed = layers[0](x, ei2)[0]
+    assert len(builds) == 4
+    ref = GCNConv(8, 8)
+    ref.load_state_dict(layers[0].conv.state_dict())
+    torch.testing.assert_close(changed, ref(x, ei2))
+    torch.testing.assert_close(first[0], ref(x, ei))
+    layers[0].double()(x.double(), ei2)
+    assert len(builds) == 5
+    layers[0](x[:5].double(), ei2.clamp(max=4))
+    assert len(builds) == 6
+
+
 def test_resolver_repr_reset():
     assert mpnn_resolver(None, 8) is None
     assert isinstance(mpnn_resolver("GatedGCN", 8), GatedGCNLayer)

@@ -110,6 +110,30 @@ def encoder_rows(settings: Settings) -> list[Row]:
     return rows
 
 
+#: Graphs and width of the GCN row (the Peptides-func recipes' batch and hidden size).
+GCN_GRAPHS, GCN_CHANNELS = 128, 128
+
+
+def gcn_rows(settings: Settings) -> list[Row]:
+    r"""Our :class:`~gea_graph.nn.GCNLayer` (on CPU: one sparse product with the normalised adjacency) vs PyG's
+    :class:`~torch_geometric.nn.conv.GCNConv` called with ``edge_index`` (gather, weight and scatter the messages),
+    the same weights, on a Peptides-func batch of :data:`GCN_GRAPHS` graphs at width :data:`GCN_CHANNELS`, forward +
+    backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it builds its
+    sparse matrix every call (a model builds it once a batch, for all its layers)."""
+    from torch_geometric.nn import GCNConv
+
+    from gea_graph.nn import GCNLayer
+
+    inp = layer_input("Peptides-func", GCN_CHANNELS, settings.device, count=GCN_GRAPHS)
+    ours = _seeded(partial(GCNLayer, GCN_CHANNELS), settings.device)
+    ref = GCNConv(GCN_CHANNELS, GCN_CHANNELS).to(settings.device)
+    ref.load_state_dict(ours.conv.state_dict())
+    ei = inp.edge_index
+    return layer_rows(f"GCN layer [Peptides-func, batch {GCN_GRAPHS}]", ours,
+                      lambda: ours(inp.x, ei.view(2, -1))[0], ref, partial(ref, inp.x, ei), Target("<=", 0.67),
+                      settings, _note(inp, f"{GCN_CHANNELS} channels; reference: PyG's GCNConv(x, edge_index)"))
+
+
 def _geaet_vs_gps(settings: Settings, label: str, target: float | dict[str, float],
                   datasets: tuple[str, ...] | None = None, **layer_kwargs: object) -> list[Row]:
     from gea_graph.nn import GEAETLayer
