@@ -206,8 +206,8 @@ def _make_results():
 
 
 def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], command: str, gpu: str | None = None,
-                higher: bool = False, commits: tuple[str, ...] = (), trains: dict[str, list[float]] | None = None
-                ) -> None:
+                higher: bool = False, commits: tuple[str, ...] = (), trains: dict[str, list[float]] | None = None,
+                fields: dict[str, dict] | None = None) -> None:
     runs = []
     for name, values in tests.items():
         path = _recipe(tmp_path, name)
@@ -218,7 +218,7 @@ def _fake_bench(tmp_path: Path, out: Path, tests: dict[str, list[float]], comman
             (run.run_dir / "result.json").write_text(json.dumps({
                 "recipe": name, "dataset": "zinc", "seed": seed, "params": 1000, "metric": "ap" if higher else "mae",
                 "higher_is_better": higher, "epochs": 40, "best_epoch": 38, "val": test, "test": test,
-                "train_time_s": 600.0, "peak_memory_mb": 300.0, **train}))
+                "train_time_s": 600.0, "peak_memory_mb": 300.0, **train, **(fields or {}).get(name, {})}))
             (run.run_dir / "recipe.yaml").write_text(yaml.safe_dump({"description": f"{name} recipe"}))
             runs.append(run)
     runner.write_reports(runs, out)
@@ -280,6 +280,21 @@ def test_make_results_writes_the_page_from_bench_folders(tmp_path):
     assert queue.index("gcn-geanet-peptides-func") < queue.index("geaet-zinc") < queue.index("graphormer-gfsa-zinc")
     assert "4.5 s an epoch each" in queue and "AP 0.6912 ± 0.0012" in queue
     assert "| status |" in queue and "not started |" in queue
+
+
+def test_make_results_checks_the_peptides_goals(tmp_path):
+    # issue 22: GEAET's fewest epochs against 9, each recipe's largest peak memory against 3 GiB
+    out = tmp_path / "runs" / "peptides-func-cpu-30min"
+    _fake_bench(tmp_path, out, {"gcn-peptides-func-cpu": [0.55, 0.56], "geaet-peptides-func-cpu": [0.45, 0.46]},
+                "gea-graph bench --suite peptides-func-cpu-30min", higher=True,
+                fields={"geaet-peptides-func-cpu": {"epochs": 8, "peak_memory_mb": 3500.0}})
+    page = tmp_path / "docs" / "results.md"
+    assert _make_results().main([str(out), "--out", str(page)]) == 0
+    part = page.read_text().split("## Peptides-func")[1].split("\n## ")[0]
+    assert ("- geaet-peptides-func-cpu: 8 epochs in the budget, the fewest of its runs (not met: ≥ 9, three times "
+            "the 3 of the issue)") in part
+    assert "- gcn-peptides-func-cpu: peak memory 300 MiB, the largest of its runs (met: ≤ 3,072 MiB)" in part
+    assert "- geaet-peptides-func-cpu: peak memory 3,500 MiB, the largest of its runs (not met: ≤ 3,072 MiB)" in part
 
 
 def test_the_committed_bench_folders_give_the_committed_page(tmp_path):
