@@ -193,12 +193,15 @@ class _LastAdjacency:
     r"""The adjacency of the last ``edge_index`` seen (one entry): every GCN layer of a model is called with the
     same ``edge_index`` tensor, so a batch builds its sparse matrix once, not once a layer. The entry is found
     only for that very tensor (a weak reference, so a new batch's tensor at a reused address is not taken for it),
-    unchanged since (its version counter), with the same node count and dtype."""
+    unchanged since (its version counter), with the same node count and dtype. A tensor made under
+    :func:`torch.inference_mode` has no version counter: its matrix is built at every call and not kept."""
 
     def __init__(self) -> None:
         self._entry: tuple[weakref.ref, int, int, torch.dtype, Tensor] | None = None
 
     def get(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
+        if edge_index.is_inference():
+            return gcn_adjacency(edge_index, num_nodes, dtype)
         if self._entry is not None:
             ref, version, n, dt, adj = self._entry
             if ref() is edge_index and version == edge_index._version and (n, dt) == (num_nodes, dtype):

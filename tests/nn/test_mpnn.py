@@ -182,6 +182,11 @@ def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
     assert len(builds) == 5
     layers[0](x[:5].double(), ei2.clamp(max=4))
     assert len(builds) == 6
+    with torch.inference_mode():  # tensors made here have no version counter: built every call, never kept
+        ei3 = ei.clone()
+        out = [layers[0](x.double(), ei3)[0] for _ in range(2)]
+    assert len(builds) == 8
+    torch.testing.assert_close(out[0], ref.double()(x.double(), ei))
 
 
 def test_resolver_repr_reset():
