@@ -78,60 +78,56 @@ def external_attention_rows(settings: Settings) -> list[Row]:
     return rows
 
 
-#: Graphs and width of the encoder rows (the Peptides-func recipes' batch and hidden size).
-ENCODER_GRAPHS, ENCODER_CHANNELS = 128, 128
+#: Graphs and width of the encoder and GCN rows (the Peptides-func recipes' batch and hidden size).
+RECIPE_GRAPHS, RECIPE_CHANNELS = 128, 128
 
 
 def encoder_rows(settings: Settings) -> list[Row]:
     r"""OGB's atom and bond encoders as the models build them (:class:`~gea_graph.models.encoders.AtomFeatureEncoder`,
     :class:`~gea_graph.models.encoders.BondFeatureEncoder`: the sum of the embeddings as one one-hot product on CPU)
     vs OGB's own classes (one look-up per feature column), the same weights, on the OGB features of a Peptides-func
-    batch of :data:`ENCODER_GRAPHS` graphs, forward + backward."""
+    batch of :data:`RECIPE_GRAPHS` graphs, forward + backward."""
     from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 
     from gea_graph.models.encoders import AtomFeatureEncoder, BondFeatureEncoder
 
-    graphs, note = real_graphs("Peptides-func", ENCODER_GRAPHS)
+    graphs, note = real_graphs("Peptides-func", RECIPE_GRAPHS)
     device = settings.device
     x = torch.cat([g.x for g in graphs]).to(device)
     edge_attr = torch.cat([g.edge_attr for g in graphs]).to(device)
     rows: list[Row] = []
     for label, ours_cls, ref_cls, feats in (("atom", AtomFeatureEncoder, AtomEncoder, x),
                                             ("bond", BondFeatureEncoder, BondEncoder, edge_attr)):
-        ref = _seeded(partial(ref_cls, ENCODER_CHANNELS), device)
-        ours = ours_cls(ENCODER_CHANNELS).to(device)
+        ref = _seeded(partial(ref_cls, RECIPE_CHANNELS), device)
+        ours = ours_cls(RECIPE_CHANNELS).to(device)
         ours.load_state_dict(ref.state_dict())
         what = "nodes" if label == "atom" else "edges"
-        text = (f"{len(graphs)} graphs, {feats.size(0)} {what}, {ENCODER_CHANNELS} channels; "
+        text = (f"{len(graphs)} graphs, {feats.size(0)} {what}, {RECIPE_CHANNELS} channels; "
                 f"reference: OGB's {ref_cls.__name__}")
-        rows += layer_rows(f"{label} encoder [Peptides-func, batch {ENCODER_GRAPHS}]", ours, partial(ours, feats),
+        rows += layer_rows(f"{label} encoder [Peptides-func, batch {RECIPE_GRAPHS}]", ours, partial(ours, feats),
                            ref, partial(ref, feats), Target("<=", 0.67), settings,
                            "; ".join(filter(None, [text, note])))
     return rows
 
 
-#: Graphs and width of the GCN row (the Peptides-func recipes' batch and hidden size).
-GCN_GRAPHS, GCN_CHANNELS = 128, 128
-
-
 def gcn_rows(settings: Settings) -> list[Row]:
     r"""Our :class:`~gea_graph.nn.GCNLayer` (on CPU: one sparse product with the normalised adjacency) vs PyG's
     :class:`~torch_geometric.nn.conv.GCNConv` called with ``edge_index`` (gather, weight and scatter the messages),
-    the same weights, on a Peptides-func batch of :data:`GCN_GRAPHS` graphs at width :data:`GCN_CHANNELS`, forward +
-    backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it builds its
+    the same weights, on a Peptides-func batch of :data:`RECIPE_GRAPHS` graphs at width :data:`RECIPE_CHANNELS`,
+    forward + backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it builds its
     sparse matrix every call (a model builds it once a batch, for all its layers)."""
     from torch_geometric.nn import GCNConv
 
     from gea_graph.nn import GCNLayer
 
-    inp = layer_input("Peptides-func", GCN_CHANNELS, settings.device, count=GCN_GRAPHS)
-    ours = _seeded(partial(GCNLayer, GCN_CHANNELS), settings.device)
-    ref = GCNConv(GCN_CHANNELS, GCN_CHANNELS).to(settings.device)
+    inp = layer_input("Peptides-func", RECIPE_CHANNELS, settings.device, count=RECIPE_GRAPHS)
+    ours = _seeded(partial(GCNLayer, RECIPE_CHANNELS), settings.device)
+    ref = GCNConv(RECIPE_CHANNELS, RECIPE_CHANNELS).to(settings.device)
     ref.load_state_dict(ours.conv.state_dict())
     ei = inp.edge_index
-    return layer_rows(f"GCN layer [Peptides-func, batch {GCN_GRAPHS}]", ours,
+    return layer_rows(f"GCN layer [Peptides-func, batch {RECIPE_GRAPHS}]", ours,
                       lambda: ours(inp.x, ei.view(2, -1))[0], ref, partial(ref, inp.x, ei), Target("<=", 0.67),
-                      settings, _note(inp, f"{GCN_CHANNELS} channels; reference: PyG's GCNConv(x, edge_index)"))
+                      settings, _note(inp, f"{RECIPE_CHANNELS} channels; reference: PyG's GCNConv(x, edge_index)"))
 
 
 def _geaet_vs_gps(settings: Settings, label: str, target: float | dict[str, float],
