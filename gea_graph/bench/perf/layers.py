@@ -114,8 +114,8 @@ def gcn_rows(settings: Settings) -> list[Row]:
     r"""Our :class:`~gea_graph.nn.GCNLayer` (on CPU: one sparse product with the normalised adjacency) vs PyG's
     :class:`~torch_geometric.nn.conv.GCNConv` called with ``edge_index`` (gather, weight and scatter the messages),
     the same weights, on a Peptides-func batch of :data:`RECIPE_GRAPHS` graphs at width :data:`RECIPE_CHANNELS`,
-    forward + backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it builds its
-    sparse matrix every call (a model builds it once a batch, for all its layers)."""
+    forward + backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it
+    builds its sparse matrix every call (a model builds it once a batch, for all its layers)."""
     from torch_geometric.nn import GCNConv
 
     from gea_graph.nn import GCNLayer
