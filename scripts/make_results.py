@@ -88,8 +88,9 @@ GPU_QUEUE = (
     QueueItem("Peptides-func, GCN + GEANet (GEAET Table 7, 8 heads, LapPE)", ("gcn-geanet-peptides-func",),
               "runs/gpu/peptides-func",
               "about 19 minutes for the 4 seeds at once on an H200 (4.5 s an epoch each, measured in chunk 1)",
-              "chunk 1 done on an NVIDIA H200 (2026-11-26, commit b9ca8d7): epochs 1-65 of 250 of every seed; the bench "
-              "folder, checkpoints included, is `runs/gpu/peptides-func` of the development machine"),
+              "chunks 1-3 done on an NVIDIA H200 (2026-11-26, commit b9ca8d7: epochs 1-65; 2026-11-27, commit 5dababe: "
+              "two chunks, to epochs 91-100 of 250 by seed); the bench folder, checkpoints included, is "
+              "`runs/gpu/peptides-func` of the development machine"),
     QueueItem("ZINC, GEAET (GatedGCN + Transformer + GEANet, RWPE)", ("geaet-zinc",), "runs/gpu/zinc-geaet",
               "not yet timed: 2,000 epochs of 313 steps (batch 32) a seed, hours on one GPU"),
     QueueItem("ZINC, Graphormer and Graphormer + GFSA (GFSA Table 14, GraphormerSLIM)",
@@ -122,16 +123,16 @@ queue item 1 (the others alike, with their recipes, seeds and folder):
    cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
 2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
    resumes from `last.ckpt`; a 463k-parameter run holds 5.4 MiB per checkpoint, Adam's moments included):
-   `rsync -a --delete --exclude best.ckpt runs/gpu/peptides-func/ gpu-carry/runs/peptides-func/`
-3. The chunk, one device command carrying `.whl` and `gpu-carry`, with a 600-second limit:
-   `bash scripts/gpu_chunk.sh 560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck` (`selfcheck` in the
-   first chunk of a session only; add `perf` for the CUDA table of docs/performance.md while it is missing, about
-   4 minutes more). The script installs the wheels, runs `gea-graph selfcheck --device cuda`, builds
-   each recipe's data, trains all the runs of the bench at once with `--stop-after` set to what is left of the
-   window less 75 seconds (the epoch in flight, the checkpoints, the packing; `timeout` is the net: a bench stopped
-   by it loses only its runs' current epochs), and leaves in `$OUT` the selfcheck (`check.tgz`), the bench files
-   (`bench.tgz`) and one archive per run (each under 16 MiB; a bench of more than 6 runs goes in several benches,
-   e.g. one per recipe).
+   `rm -rf gpu-carry/runs/peptides-func; mkdir -p gpu-carry/runs; cp -r runs/gpu/peptides-func gpu-carry/runs/;
+   find gpu-carry/runs -name best.ckpt -delete`
+3. The chunk, one device command carrying `.whl` and `gpu-carry`, with a 600-second limit: `bash scripts/gpu_chunk.sh
+   560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck` (`selfcheck` in the first chunk of a session only;
+   add `perf` for the CUDA table of docs/performance.md, about 4 minutes more). The script installs the wheels, runs
+   `gea-graph selfcheck --device cuda`, builds each recipe's data, trains all the runs of the bench at once with
+   `--stop-after` set to what is left of the window less 75 seconds (the epoch in flight, the checkpoints, the
+   packing; `timeout` is the net: a bench stopped by it loses only its runs' current epochs), and leaves in `$OUT`
+   the selfcheck (`check.tgz`), the bench files (`bench.tgz`) and one archive per run (each under 16 MiB; a bench of
+   more than 6 runs goes in several benches, e.g. one per recipe).
 4. Back here: unpack every file over the master copy (`for f in FILES_AT/*-seed*.tgz FILES_AT/bench.tgz; do tar xzf
    $f -C runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch,
    else the earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
@@ -140,6 +141,11 @@ queue item 1 (the others alike, with their recipes, seeds and folder):
 
 Chunk 1 of item 1 on an NVIDIA H200 (2026-11-26): selfcheck 59 s, Peptides-func with LapPE-10 built in 58 s, then
 the 4 seeds at once at about 4.5 s an epoch each (65 epochs in `--stop-after 5`; the runs' `metrics.csv`).
+Chunks 2 and 3 (2026-11-27, one lease of an H200): `bash scripts/gpu_chunk.sh 565 peptides-func
+gcn-geanet-peptides-func 0,1,2,3 selfcheck perf` (selfcheck and perf in 374 s, then the data and 1 minute of
+training: to epochs 71-76 by seed), and right after it, on the same warm machine, the same without `selfcheck
+perf` and a 290-second window (data in 62 s, 2 minutes of training: to epochs 91-100). The lease's 900 seconds
+ended there (machine start included); about 150 epochs a seed remain, some 12 minutes at 4.5 s an epoch.
 """
 
 

@@ -96,8 +96,9 @@ class ModelConfig:
             baselines: conv, activation, dropout, residual, norm).
         dropout: Dropout of the branches and the FFN.
         attn_dropout: Attention dropout.
-        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (softmax without a bias on
-            the packed node rows, no padding; the others on blocks of graphs of similar size), ``"packed"`` (softmax
+        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (on CPU softmax without a
+            bias on the packed node rows, no padding, the others on blocks of graphs of similar size; on a GPU the
+            padded batch, except half-precision softmax on the packed rows), ``"packed"`` (softmax
             without a bias only), ``"grouped"``, or ``"dense"`` (the padded batch: the reference, for comparison).
         pe: Positional encoding, or ``None``.
         pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).

@@ -40,8 +40,9 @@ class GEAETLayer(Module):
     residual + norm per branch, a residual around the FFN and a final norm (applied also with
     :obj:`use_ffn=False`, as in the code). The global attention is any of
     :func:`~gea_graph.nn.attention.attention_resolver`'s names and attends within each graph on
-    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: softmax without a bias on the
-    packed rows with no padding at all, the others on blocks of graphs of similar size; the dense
+    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"` on CPU: softmax without a bias on
+    the packed rows with no padding at all, the others on blocks of graphs of similar size; on a GPU see
+    :meth:`~gea_graph.nn.attention.multihead.DenseAttentionBase.resolve_impl`; the dense
     padded batch with :obj:`"dense"`, the reference; all compute the same function). GEANet's edge input is the
     MPNN's updated edge features (Eq. 8); its edge output (only changed with
     :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its

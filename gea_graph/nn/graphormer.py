@@ -459,9 +459,9 @@ class GraphormerLayer(Module):
         activation_dropout (float, optional): Dropout after the FFN's GELU. (default: :obj:`0.0`)
         pre_norm (bool, optional): Pre-LN (v1) or post-LN (v2). (default: :obj:`True`)
         attn_kwargs (dict, optional): Extra arguments of the attention (e.g. ``K`` for GFSA).
-        attn_impl (str, optional): How the attention runs on a plan: ``"auto"`` / ``"grouped"``
-            (blocks of graphs of similar size), ``"dense"`` (the padded batch); ``"packed"`` takes
-            no bias. (default: :obj:`"auto"`)
+        attn_impl (str, optional): How the attention runs on a plan: ``"grouped"`` (blocks of
+            graphs of similar size), ``"dense"`` (the padded batch) or ``"auto"`` (grouped on CPU, dense on
+            a GPU); ``"packed"`` takes no bias. (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** :math:`(B, N, C)`, mask :math:`(B, N)`, optional bias :math:`(B, H, N, N)`;

@@ -213,6 +213,39 @@ def test_geanet_step_row(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "gcn-geanet-peptides-func-cpu vs gcn-peptides-func-cpu" in row.note
 
 
+def test_perf_models_run_on_the_device_of_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On an H200 the 'geanet' and 'predict' groups failed (a model left on the CPU, inputs on cuda:0, and back).
+    # "meta" stands in for the GPU: the training step's model goes to its batch's device, and the reference predict
+    # path moves each batch to its model's device and its predictions back to the host.
+    from torch_geometric.data import Batch, Data
+
+    from gea_graph import models
+    from gea_graph.bench.perf import predict as perf_predict
+    from gea_graph.bench.perf.training import MPNN_RECIPE, _training_step
+
+    built = []
+    real_build = models.build_model
+    monkeypatch.setattr(models, "build_model", lambda cfg: built.append(real_build(cfg)) or built[-1])
+    graph = Data(x=torch.zeros(3, 9, dtype=torch.long), edge_index=torch.tensor([[0, 1], [1, 2]]),
+                 edge_attr=torch.zeros(2, 3, dtype=torch.long), y=torch.zeros(1, 10))
+    _training_step(MPNN_RECIPE, Batch.from_data_list([graph]).to("meta"))
+    assert {p.device.type for p in built[0].parameters()} == {"meta"}
+
+    class Stub(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1, device="meta"))
+            self.seen: list[str] = []
+
+        def forward(self, batch):
+            self.seen.append(batch.x.device.type)
+            return torch.zeros(batch.num_graphs, 1)
+
+    stub = Stub()
+    out = perf_predict.reference_predict(stub, ["CCO", "c1ccccc1"], 4, 1)
+    assert stub.seen == ["meta", "meta"] and out.shape == (2, 1)
+
+
 def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture) -> None:
     # scripts/geanet_step_breakdown.py (quoted in docs/performance.md): every part of the two models of the row,

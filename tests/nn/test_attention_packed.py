@@ -436,15 +436,50 @@ def test_njt_gets_both_sequence_bounds_and_no_empty_graph(monkeypatch):
     assert packed_attention(q[:0], k[:0], v[:0], torch.tensor([0]), backend="njt").shape == (0, H, C // H)
 
 
-def test_auto_runs_dense_on_a_gpu_under_compile_without_host_sizes(monkeypatch):
+def test_auto_on_a_gpu_runs_dense_except_half_precision_softmax(monkeypatch):
+    # On a GPU "auto" runs the padded path (an H200 ran it in 0.31x the nested-jagged kernel's time and 0.33x the
+    # grouped blocks'), except where the packed kernel is varlen: softmax, half precision, no dropout in training.
+    from gea_graph.nn.attention.agf import AGFAttention
     from gea_graph.nn.attention.multihead import MultiheadAttention
 
-    attn = MultiheadAttention(8, 2)
+    attn = MultiheadAttention(8, 2, dropout=0.1).eval()
     gpu_like = AttentionPlan(torch.tensor([0, 3, 7], device="meta"), 7, 4)  # a device that is not the CPU
     known = AttentionPlan(torch.tensor([0, 3, 7], device="meta"), 7, 4, node_counts=[3, 4])
     cpu = AttentionPlan(torch.tensor([0, 3, 7]), 7, 4)
-    assert attn.resolve_impl(gpu_like) == "packed"  # eager: the sizes are read once per batch
+    assert attn.resolve_impl(gpu_like) == "dense"  # float32 (the default dtype): no varlen kernel
+    assert attn.resolve_impl(gpu_like, dtype=torch.float32) == "dense"
+    for half in (torch.bfloat16, torch.float16):
+        assert attn.resolve_impl(gpu_like, dtype=half) == "packed"  # eager: the sizes are read once per batch
+    assert attn.train().resolve_impl(known, dtype=torch.bfloat16) == "dense"  # varlen has no dropout
+    assert MultiheadAttention(8, 2).train().resolve_impl(known, dtype=torch.bfloat16) == "packed"
+    assert attn.eval().resolve_impl(cpu) == "packed"  # CPU: the flash kernels, as before
+    assert attn.resolve_impl(known.with_bias(torch.zeros(2, 2, 4, 4, device="meta")),
+                             dtype=torch.bfloat16) == "dense"
+    assert attention_resolver("gfsa", 8, 2).resolve_impl(known, dtype=torch.bfloat16) == "dense"
+    assert attention_resolver("gfsa", 8, 2).resolve_impl(cpu) == "grouped"
+    assert MultiheadAttention(8, 2, impl="grouped").resolve_impl(gpu_like) == "grouped"  # explicit wins
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    assert attn.resolve_impl(gpu_like) == "dense"
-    assert attn.resolve_impl(known) == "packed"
+    # varlen needs the smallest graph's size: a host value, not traceable without the counts
+    assert attn.eval().resolve_impl(gpu_like, dtype=torch.bfloat16) == "dense"
+    assert attn.resolve_impl(known, dtype=torch.bfloat16) == "packed"
     assert attn.resolve_impl(cpu) == "packed"  # the CPU kernel reads ptr inside its custom operator
+    monkeypatch.undo()
+
+    class Stop(Exception):
+        pass
+
+    def layouts(module, plan) -> list[bool]:  # the layout (grouped or not) AGF asks the plan for
+        asked = []
+
+        def record(grouped):
+            asked.append(grouped)
+            raise Stop
+
+        plan.layout = record
+        with pytest.raises(Stop):
+            module(torch.randn(plan.num_nodes, 8, device=plan.ptr.device), plan)
+        return asked
+
+    assert layouts(AGFAttention(8, 2).to("meta"), known) == [False]
+    assert layouts(AGFAttention(8, 2), AttentionPlan(torch.tensor([0, 3, 7]), 7, 4)) == [True]
+    assert layouts(AGFAttention(8, 2, impl="grouped").to("meta"), known) == [True]

@@ -61,11 +61,12 @@ def reference_predict(model: torch.nn.Module, smiles: list[str], walk_length: in
         g = smiles2graph(text)
         graphs.append(walk(Data(x=torch.from_numpy(g["node_feat"]), edge_index=torch.from_numpy(g["edge_index"]),
                                 edge_attr=torch.from_numpy(g["edge_feat"]), num_nodes=int(g["num_nodes"]))))
+    device = next(model.parameters()).device
     out = []
     with torch.no_grad():
         for batch in DataLoader(graphs, batch_size=batch_size):
-            out.append(model(batch))
-    return torch.cat(out).numpy()
+            out.append(model(batch.to(device)))
+    return torch.cat(out).cpu().numpy()
 
 
 def predict_rows(settings: Settings) -> list[Row]:

@@ -61,7 +61,7 @@ def _training_step(recipe_name: str, batch: Batch) -> Callable[[], None]:
 
     recipe = load_recipe(recipe_name)
     torch.manual_seed(0)
-    model = build_model(recipe.model).train()
+    model = build_model(recipe.model).to(batch.x.device).train()  # on the batch's device (CUDA in perf)
     criterion = loss_fn(resolve_task(recipe.model, recipe.trainer.loss, recipe.trainer.metric)[0])
     opt = recipe.optim
     optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,

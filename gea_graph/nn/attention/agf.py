@@ -81,9 +81,9 @@ class AGFAttention(Module):
             (default: :obj:`1e-2`)
         dropout (float, optional): Dropout on :math:`\mathbf{U}\odot g`. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
-        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"auto"`` /
-            ``"grouped"`` (blocks of graphs of similar size) or ``"dense"`` (one padded block).
-            (default: :obj:`"auto"`)
+        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"`` (blocks
+            of graphs of similar size), ``"dense"`` (one padded block) or ``"auto"`` (grouped on CPU, dense
+            on a GPU). (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool; or packed :math:`(\sum N_i, C)`
@@ -100,8 +100,8 @@ class AGFAttention(Module):
         if check_impl(impl) == "packed":
             raise ValueError("attn_impl 'packed' is softmax attention on packed rows; AGFAttention "
                              "runs on dense blocks: use 'grouped' or 'auto'")
-        #: How a packed call runs: ``"dense"`` (one padded block) or, for ``"auto"`` /
-        #: ``"grouped"``, blocks of graphs of similar size.
+        #: How a packed call runs: ``"dense"`` (one padded block), ``"grouped"`` (blocks of graphs of
+        #: similar size) or ``"auto"`` (grouped on CPU, dense on a GPU).
         self.impl = impl
         if K < 0:
             raise ValueError("'K' must be >= 0")
@@ -158,7 +158,9 @@ class AGFAttention(Module):
         H, D = self.heads, self.head_dim
         if isinstance(mask, AttentionPlan):
             N = x.size(0)
-            layout = mask.layout(self.impl != "dense" and not return_attention)
+            # "auto" groups on CPU only: a GPU pays per launch, not per padded row (as DenseAttentionBase)
+            grouped = self.impl == "grouped" or (self.impl == "auto" and mask.ptr.device.type == "cpu")
+            layout = mask.layout(grouped and not return_attention)
             proj = self.proj(x).view(N, 4, H, D)
             outs, total, graphs, attn = [], None, None, None
             for blk, dense in zip(layout.blocks, layout.gather(proj)):

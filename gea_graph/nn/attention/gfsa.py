@@ -179,8 +179,9 @@ class GFSA(DenseAttentionBase):
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
         impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"``
-            (blocks of graphs of similar size; what ``"auto"`` picks) or ``"dense"`` (one padded
-            block); see :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
+            (blocks of graphs of similar size; what ``"auto"`` picks on CPU) or ``"dense"`` (one
+            padded block; ``"auto"`` on a GPU); see
+            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
             (default: :obj:`"auto"`)
 
     Shapes:

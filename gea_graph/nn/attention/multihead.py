@@ -31,7 +31,8 @@ class DenseAttentionBase(Module):
     at any time) chooses how a packed call runs: ``"packed"`` (softmax without a bias only) on the
     packed rows with :func:`~gea_graph.nn.attention.packed.packed_attention`; ``"grouped"`` on the
     plan's blocks of graphs of similar size; ``"dense"`` on one block of the whole padded batch.
-    ``"auto"``: packed where possible, else grouped. All compute the same function.
+    ``"auto"``: on CPU packed where possible, else grouped; on a GPU dense, except half-precision softmax
+    attention (packed, see :meth:`resolve_impl`). All compute the same function.
     """
 
     #: Whether :meth:`attend_packed` exists (softmax attention without a bias).
@@ -108,28 +109,38 @@ class DenseAttentionBase(Module):
         :attr:`packable`)."""
         raise NotImplementedError
 
-    def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False) -> str:
-        r"""The implementation a packed call with ``plan`` runs: :attr:`impl`, with ``"auto"``
-        resolved (``"packed"`` when :attr:`packable` and the plan has no bias, else
-        ``"grouped"``); ``"dense"`` whenever the weights are asked for (their
-        :math:`[B, H, N, N]` layout). Two exceptions to ``"packed"``: attention dropout in training
-        on CPU, eager, in a batch whose largest graph has at most :data:`GROUPED_DROPOUT_MAX_NODES`
-        nodes runs ``"grouped"``: the packed kernel then runs explicit math once per graph size,
-        and on small graphs a few blocks with SDPA's own dropout cost less (``docs/performance.md``,
-        "Attention dropout on CPU"); on a GPU under :func:`torch.compile`, a plan without the node
-        counts on the host runs ``"dense"`` (the GPU kernels need the smallest graph's size, which
-        would be a data-dependent value in the graph)."""
+    def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False,
+                     dtype: torch.dtype | None = None) -> str:
+        r"""The implementation a packed call with ``plan`` runs on ``q, k, v`` of ``dtype`` (default: the default
+        dtype): :attr:`impl`, with ``"auto"`` resolved; ``"dense"`` whenever the weights are asked for (their
+        :math:`[B, H, N, N]` layout).
+
+        ``"auto"`` on CPU: ``"packed"`` when :attr:`packable` and the plan has no bias, else ``"grouped"``; except
+        that attention dropout in training, eager, in a batch whose largest graph has at most
+        :data:`GROUPED_DROPOUT_MAX_NODES` nodes runs ``"grouped"``: the packed kernel then runs explicit math once
+        per graph size, and on small graphs a few blocks with SDPA's own dropout cost less (``docs/performance.md``,
+        "Attention dropout on CPU").
+
+        ``"auto"`` on a GPU: ``"packed"`` only where the packed kernel is ``varlen`` (softmax without a bias, half
+        precision, no attention dropout in training, the node counts on the host or an eager call); else
+        ``"dense"``. A GPU pays per kernel launch rather than per padded entry: on an H200 the padded path took
+        0.31x the time of the nested-jagged (float32) kernel and 0.33x that of the grouped blocks on a
+        Peptides-func batch of 128 (``docs/performance.md``, "CUDA"), while ``varlen`` (bfloat16) took 0.78x the
+        padded path's."""
         if need_weights:
             return "dense"
         impl = self.impl
         if impl == "auto":
-            if not self.packable or plan.has_bias:
+            softmax = self.packable and not plan.has_bias
+            dropout_on = self.training and self.dropout > 0.0
+            if plan.ptr.device.type != "cpu":
+                half = (dtype or torch.get_default_dtype()) in (torch.bfloat16, torch.float16)
+                # varlen needs the smallest graph's size: a host value, not traceable without the counts
+                sizes = plan.knows_node_counts or not torch.compiler.is_compiling()
+                return "packed" if softmax and half and not dropout_on and sizes else "dense"
+            if not softmax:
                 return "grouped"
-            on_cpu = plan.ptr.device.type == "cpu"
-            if not on_cpu and torch.compiler.is_compiling() and not plan.knows_node_counts:
-                return "dense"  # the GPU kernels need the smallest graph's size: a host value, not traceable
-            small_graph_dropout = (self.training and self.dropout > 0.0 and on_cpu
-                                   and not torch.compiler.is_compiling()
+            small_graph_dropout = (dropout_on and not torch.compiler.is_compiling()
                                    and plan.max_num_nodes <= GROUPED_DROPOUT_MAX_NODES)
             return "grouped" if small_graph_dropout else "packed"
         if impl == "packed" and plan.has_bias:
@@ -184,8 +195,8 @@ class DenseAttentionBase(Module):
         N = x.size(0)
         H, D = self.heads, self.head_dim
         need = return_attention or self.store_attention
-        impl = self.resolve_impl(plan, need)
         qkv = self.qkv(x).view(N, 3, H, D)
+        impl = self.resolve_impl(plan, need, qkv.dtype)
         attn = None
         if impl == "packed":
             out = self.attend_packed(qkv, plan)
