@@ -258,7 +258,11 @@ def bench_info(previous: dict, command: str | None, jobs: int, threads: int | No
     r"""``bench.json`` updated for a new invocation (earlier invocations and run records of a resumed bench are
     kept; the top-level settings are the last invocation's, each run's own are in ``runs``)."""
     info = json.loads(json.dumps(previous))
-    info.setdefault("invocations", [])
+    invocations = info.setdefault("invocations", [])
+    if invocations and "device" not in invocations[-1] and previous.get("machine"):
+        # a bench from before invocations recorded their device: the top-level machine is the last invocation's,
+        # about to be replaced by this one's
+        invocations[-1]["device"] = device_label(previous["machine"])
     info.update({"command": command, "jobs": jobs, "threads": threads, "max_time_min": max_time,
                  "overrides": list(overrides), "machine": machine_info()})
     return info

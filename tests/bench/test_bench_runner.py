@@ -177,3 +177,18 @@ def test_sigterm_stops_the_runs_and_records_the_invocation_end(tmp_path, monkeyp
     session = json.loads((out / runner.BENCH_FILE).read_text())["invocations"][-1]
     assert session["end"] is not None and session["load_average"]
     assert signal.getsignal(signal.SIGTERM) is before  # the bench's handler is gone again
+
+
+def test_a_new_invocation_keeps_the_machine_of_one_from_before_invocations_recorded_it():
+    # Benches made before each invocation recorded its device hold the machine once, at the top level: that of the
+    # last invocation. The next invocation replaces the top-level machine, so it first stamps the old one's device
+    # on the invocation it belonged to (a resumed tree suite lost "Intel ... for invocation 4" on its page).
+    old_machine = {"cpu": "Old CPU", "cores": 2, "gpu": None, "commit": "aaa1111"}
+    previous = {"invocations": [{"start": "2026-11-24 01:00 UTC"}, {"start": "2026-11-25 01:00 UTC"}],
+                "machine": old_machine}
+    info = runner.bench_info(previous, "gea-graph bench --suite s", 2, 1, 7.0, [])
+    assert [i.get("device") for i in info["invocations"]] == [None, "Old CPU, 2 cores"]  # the last one only
+    assert info["machine"] == runner.machine_info() and "device" not in previous["invocations"][-1]
+    recorded = {"invocations": [{"start": "x", "device": "NVIDIA H200"}], "machine": old_machine}
+    assert runner.bench_info(recorded, None, 1, None, None, [])["invocations"][-1]["device"] == "NVIDIA H200"
+    assert runner.bench_info({}, None, 1, None, None, [])["invocations"] == []
