@@ -125,8 +125,8 @@ class DenseAttentionBase(Module):
         precision, no attention dropout in training, the node counts on the host or an eager call); else
         ``"dense"``. A GPU pays per kernel launch rather than per padded entry: on an H200 the padded path took
         0.31x the time of the nested-jagged (float32) kernel and 0.33x that of the grouped blocks on a
-        Peptides-func batch of 128 (``docs/performance.md``, "CUDA"), while ``varlen`` (bfloat16) took 0.78x the
-        padded path's."""
+        Peptides-func batch of 128 (``docs/performance.md``, "CUDA: NVIDIA H200"), while ``varlen`` (bfloat16) took
+        0.78x the padded path's."""
         if need_weights:
             return "dense"
         impl = self.impl
