@@ -158,8 +158,7 @@ class AGFAttention(Module):
         H, D = self.heads, self.head_dim
         if isinstance(mask, AttentionPlan):
             N = x.size(0)
-            # "auto" groups on CPU only: a GPU pays per launch, not per padded row (as DenseAttentionBase)
-            grouped = self.impl == "grouped" or (self.impl == "auto" and mask.ptr.device.type == "cpu")
+            grouped = self.impl == "grouped" or (self.impl == "auto" and mask.blocks_by_default)
             layout = mask.layout(grouped and not return_attention)
             proj = self.proj(x).view(N, 4, H, D)
             outs, total, graphs, attn = [], None, None, None

@@ -12,7 +12,7 @@ from torch.nn import Linear, Module
 from gea_graph.nn.dropout import dropout
 
 from .dense import merge_heads
-from .packed import packed_qkv_attention
+from .packed import packed_backend, packed_qkv_attention
 from .plan import AttentionPlan, check_impl
 
 #: Largest graph (nodes) of a batch whose CPU attention dropout ``"auto"`` runs on grouped blocks instead of packed
@@ -133,11 +133,12 @@ class DenseAttentionBase(Module):
         if impl == "auto":
             softmax = self.packable and not plan.has_bias
             dropout_on = self.training and self.dropout > 0.0
-            if plan.ptr.device.type != "cpu":
-                half = (dtype or torch.get_default_dtype()) in (torch.bfloat16, torch.float16)
+            if not plan.blocks_by_default:  # a GPU
+                varlen = packed_backend(plan.ptr.device.type, dtype or torch.get_default_dtype(),
+                                        self.dropout if dropout_on else 0.0) == "varlen"
                 # varlen needs the smallest graph's size: a host value, not traceable without the counts
                 sizes = plan.knows_node_counts or not torch.compiler.is_compiling()
-                return "packed" if softmax and half and not dropout_on and sizes else "dense"
+                return "packed" if softmax and varlen and sizes else "dense"
             if not softmax:
                 return "grouped"
             small_graph_dropout = (dropout_on and not torch.compiler.is_compiling()

@@ -198,6 +198,14 @@ class AttentionPlan:
         return self._max_num_nodes
 
     @property
+    def blocks_by_default(self) -> bool:
+        r"""Whether ``impl="auto"`` runs the attentions that need dense blocks on the grouped layout (on CPU, which
+        pays for every padded entry) rather than on the one padded block (on a GPU, which pays per kernel launch:
+        on an H200 the grouped blocks took 3.0x the padded path's time, ``docs/performance.md``, "CUDA: NVIDIA
+        H200")."""
+        return self.ptr.device.type == "cpu"
+
+    @property
     def knows_node_counts(self) -> bool:
         r"""Whether the node counts are on the host already (given, or read once): then no size costs a sync."""
         return self._counts is not None
