@@ -189,24 +189,61 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype | None 
         return to_torch_csr_tensor(index.flip(0), weight, num_nodes)
 
 
+class _Adjacency:
+    r"""A batch's normalised adjacency :math:`\hat{\mathbf{A}}` (:func:`gcn_adjacency`) and its transpose, built at
+    the first backward pass that needs it and then shared by every layer of the batch: the gradient of
+    :math:`\hat{\mathbf{A}}\mathbf{H}` is :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}`, for which
+    :func:`torch.sparse.mm`'s own backward converts the matrix again at every layer (a sort of its entries: on a
+    ZINC batch of 64 that conversion is half of a layer's aggregation, forward and backward)."""
+
+    __slots__ = ("_transposed", "matrix")
+
+    def __init__(self, matrix: Tensor) -> None:
+        self.matrix = matrix
+        self._transposed: Tensor | None = None
+
+    def transposed(self) -> Tensor:
+        if self._transposed is None:
+            with warnings.catch_warnings():  # torch's note that CSR support is in beta
+                warnings.simplefilter("ignore", UserWarning)
+                self._transposed = self.matrix.t().to_sparse_csr()
+        return self._transposed
+
+
+class _AdjacencyProduct(torch.autograd.Function):
+    r""":math:`\hat{\mathbf{A}}\mathbf{H}` for a dense :math:`\mathbf{H}`, with the backward
+    :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}` read from the batch's shared transpose (:class:`_Adjacency`). The
+    same products as :func:`torch.sparse.mm` and its backward, so the same values (tested bit for bit)."""
+
+    @staticmethod
+    def forward(ctx: Any, h: Tensor, adj: _Adjacency) -> Tensor:
+        ctx.adj = adj  # not a saved tensor: it references no graph, and it is the batch's, not the step's
+        return torch.sparse.mm(adj.matrix, h)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        return torch.sparse.mm(ctx.adj.transposed(), grad), None
+
+
 class _LastAdjacency:
     r"""The adjacency of the last ``edge_index`` seen (one entry): every GCN layer of a model is called with the
-    same ``edge_index`` tensor, so a batch builds its sparse matrix once, not once a layer. The entry is found
-    only for that very tensor (a weak reference, so a new batch's tensor at a reused address is not taken for it),
-    unchanged since (its version counter), with the same node count and dtype. A tensor made under
-    :func:`torch.inference_mode` has no version counter: its matrix is built at every call and not kept."""
+    same ``edge_index`` tensor, so a batch builds its sparse matrix (and its transpose, see :class:`_Adjacency`)
+    once, not once a layer. The entry is found only for that very tensor (a weak reference, so a new batch's tensor
+    at a reused address is not taken for it), unchanged since (its version counter), with the same node count and
+    dtype. A tensor made under :func:`torch.inference_mode` has no version counter: its matrix is built at every
+    call and not kept."""
 
     def __init__(self) -> None:
-        self._entry: tuple[weakref.ref, int, int, torch.dtype, Tensor] | None = None
+        self._entry: tuple[weakref.ref, int, int, torch.dtype, _Adjacency] | None = None
 
-    def get(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
+    def get(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> _Adjacency:
         if edge_index.is_inference():
-            return gcn_adjacency(edge_index, num_nodes, dtype)
+            return _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
         if self._entry is not None:
             ref, version, n, dt, adj = self._entry
             if ref() is edge_index and version == edge_index._version and (n, dt) == (num_nodes, dtype):
                 return adj
-        adj = gcn_adjacency(edge_index, num_nodes, dtype)
+        adj = _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
         self._entry = (weakref.ref(edge_index), edge_index._version, num_nodes, dtype, adj)
         return adj
 
@@ -233,9 +270,10 @@ class GCNLayer(_ConvAdapter):
     same values as :class:`~torch_geometric.nn.conv.GCNConv`'s own ``gcn_norm``, but without its
     data-dependent self-loop filtering, so the layer compiles without graph breaks); the
     convolution then runs with ``normalize=False``. On CPU in eager mode (float32 and float64) it is given them
-    as the sparse matrix of :func:`gcn_adjacency` (built once a batch, see :class:`_LastAdjacency`), so that
-    :class:`~torch_geometric.nn.conv.GCNConv` aggregates with one sparse product; elsewhere as ``edge_index`` and
-    ``edge_weight``. ``normalize=False``, ``cached=True`` or
+    as the sparse matrix of :func:`gcn_adjacency` (built once a batch, with its transpose for the backward pass,
+    see :class:`_LastAdjacency`), so that the layer aggregates with one sparse product (the steps of
+    :class:`~torch_geometric.nn.conv.GCNConv`'s forward: its ``lin``, the product, its ``bias``); elsewhere
+    :class:`~torch_geometric.nn.conv.GCNConv` runs on ``edge_index`` and ``edge_weight``. ``normalize=False``, ``cached=True`` or
     ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
 
     Args:
@@ -257,7 +295,11 @@ class GCNLayer(_ConvAdapter):
         if not self.self_norm:
             return self.conv(x, edge_index), edge_attr
         if _sparse_aggregation(x):
-            return self.conv(x, _last_adjacency.get(edge_index, x.size(0), x.dtype)), edge_attr
+            # GCNConv's forward with a sparse adjacency (lin, the product, bias), with the shared transpose for the
+            # product's backward
+            conv = self.conv
+            out = _AdjacencyProduct.apply(conv.lin(x), _last_adjacency.get(edge_index, x.size(0), x.dtype))
+            return (out if conv.bias is None else out + conv.bias), edge_attr
         index, weight = gcn_norm_dense_loops(edge_index, x.size(0), x.dtype)
         return self.conv(x, index, weight), edge_attr
 

@@ -189,6 +189,44 @@ def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
     torch.testing.assert_close(out[0], ref.double()(x.double(), ei))
 
 
+def test_gcn_backward_transposes_the_adjacency_once_a_batch(monkeypatch):
+    """The layers of one batch share the transpose of its adjacency for their backward pass (built at the first
+    backward, kept for the next step on the same batch, new for a new batch), and the gradients are bit for bit
+    those of torch.sparse.mm's own backward, on a directed graph with repeated edges."""
+    from gea_graph.nn import mpnn
+    monkeypatch.setattr(mpnn, "_last_adjacency", mpnn._LastAdjacency())
+    transposes = []
+    real = mpnn._Adjacency.transposed
+    monkeypatch.setattr(mpnn._Adjacency, "transposed",
+                        lambda self: transposes.append(self._transposed is None) or real(self))
+    x, ei, _ = _graph(n=40, e=150, dtype=torch.float32, seed=3)
+    ei = torch.cat([ei, ei[:, :9]], dim=1)
+    torch.manual_seed(0)
+    layers = [GCNLayer(8), GCNLayer(8)]
+    grad = torch.randn(40, 8, generator=torch.Generator().manual_seed(1))
+
+    def step(edge_index):
+        xi = x.clone().requires_grad_(True)
+        h = layers[1](layers[0](xi, edge_index)[0].tanh(), edge_index)[0]
+        h.backward(grad)
+        return [h, xi.grad] + [p.grad.clone() for layer in layers for p in layer.parameters()]
+
+    ours = step(ei)
+    assert transposes == [True, False]  # two layers, one transpose
+    step(ei)
+    assert transposes == [True, False, False, False]
+    step(ei.clone())
+    assert transposes[4:] == [True, False]
+    for layer in layers:
+        layer.zero_grad()
+
+    def plain_product(_ctx_cls, h, adj):  # torch.sparse.mm with its own backward
+        return torch.sparse.mm(adj.matrix, h)
+    monkeypatch.setattr(mpnn._AdjacencyProduct, "apply", classmethod(plain_product))
+    for a, b in zip(ours, step(ei)):
+        assert torch.equal(a, b)
+
+
 def test_resolver_repr_reset():
     assert mpnn_resolver(None, 8) is None
     assert isinstance(mpnn_resolver("GatedGCN", 8), GatedGCNLayer)
