@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-import weakref
 from typing import Any
 
 import torch
@@ -18,6 +17,7 @@ from torch_geometric.typing import OptTensor
 from torch_geometric.utils import to_torch_csr_tensor
 
 from gea_graph.nn import sync_census
+from gea_graph.nn.batch_memo import LastBatchMemo
 from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.geanet import resolve_norm
 from gea_graph.nn.norm import spans_processes
@@ -225,30 +225,13 @@ class _AdjacencyProduct(torch.autograd.Function):
         return torch.sparse.mm(ctx.adj.transposed(), grad), None
 
 
-class _LastAdjacency:
-    r"""The adjacency of the last ``edge_index`` seen (one entry): every GCN layer of a model is called with the
-    same ``edge_index`` tensor, so a batch builds its sparse matrix (and its transpose, see :class:`_Adjacency`)
-    once, not once a layer. The entry is found only for that very tensor (a weak reference, so a new batch's tensor
-    at a reused address is not taken for it), unchanged since (its version counter), with the same node count and
-    dtype. A tensor made under :func:`torch.inference_mode` has no version counter: its matrix is built at every
-    call and not kept."""
-
-    def __init__(self) -> None:
-        self._entry: tuple[weakref.ref, int, int, torch.dtype, _Adjacency] | None = None
-
-    def get(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> _Adjacency:
-        if edge_index.is_inference():
-            return _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
-        if self._entry is not None:
-            ref, version, n, dt, adj = self._entry
-            if ref() is edge_index and version == edge_index._version and (n, dt) == (num_nodes, dtype):
-                return adj
-        adj = _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
-        self._entry = (weakref.ref(edge_index), edge_index._version, num_nodes, dtype, adj)
-        return adj
+def _batch_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> _Adjacency:
+    return _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
 
 
-_last_adjacency = _LastAdjacency()
+#: Every GCN layer of a model is called with the same ``edge_index`` tensor: a batch builds its sparse matrix (and
+#: its transpose, see :class:`_Adjacency`) once, not once a layer.
+_last_adjacency = LastBatchMemo(_batch_adjacency)
 _SPARSE_DTYPES = (torch.float32, torch.float64)
 
 
@@ -271,7 +254,7 @@ class GCNLayer(_ConvAdapter):
     data-dependent self-loop filtering, so the layer compiles without graph breaks); the
     convolution then runs with ``normalize=False``. On CPU in eager mode (float32 and float64) it is given them
     as the sparse matrix of :func:`gcn_adjacency` (built once a batch, with its transpose for the backward pass,
-    see :class:`_LastAdjacency`), so that the layer aggregates with one sparse product (the steps of
+    see :class:`_Adjacency`), so that the layer aggregates with one sparse product (the steps of
     :class:`~torch_geometric.nn.conv.GCNConv`'s forward: its ``lin``, the product, its ``bias``); elsewhere
     :class:`~torch_geometric.nn.conv.GCNConv` runs on ``edge_index`` and ``edge_weight``. ``normalize=False``, ``cached=True`` or
     ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.

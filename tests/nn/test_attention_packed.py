@@ -1,6 +1,8 @@
 """Attention without padding: the packed softmax kernel and the size-grouped blocks equal the dense padded path
 (outputs and gradients, train and eval, empty and single-node graphs), trace under torch.compile / torch.export, and
 make no host sync when the sizes are given."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -117,6 +119,41 @@ def test_packed_kernel_refuses_a_ptr_that_does_not_cover_the_rows(ptr):
     q = torch.randn(7, H, 4)
     with pytest.raises(ValueError, match="ptr must rise from 0 to the 7 rows"):
         packed_attention(q, q, q, torch.tensor(ptr, dtype=torch.long))
+
+
+def test_packed_kernel_finds_a_batchs_size_classes_once(monkeypatch):
+    """Three layers on one plan, forward and backward (attention dropout on and off), find the size classes of its ptr
+    once; a new ptr tensor (even with equal values) or a changed one finds them again. The results equal those of
+    finding them at every call."""
+    from gea_graph.nn.attention import packed
+    from gea_graph.nn.batch_memo import LastBatchMemo
+    found = []
+    monkeypatch.setattr(packed, "_batch_size_classes",
+                        LastBatchMemo(lambda ptr, n: found.append(n) or packed._size_classes(ptr, n)))
+    x, _, ptr = packed_batch()
+    layers = [make("softmax", dropout=p, impl="packed") for p in (0.0, 0.3, 0.0)]
+
+    def run(ptr):
+        torch.manual_seed(5)
+        xi = x.clone().requires_grad_(True)
+        h = xi
+        for layer in layers:
+            h = layer(h, AttentionPlan(ptr, x.size(0))).tanh()
+        h.sum().backward()
+        return h, xi.grad
+
+    kept = run(ptr)
+    assert found == [x.size(0)]
+    run(ptr.clone())
+    assert len(found) == 2
+    ptr2 = ptr.clone()
+    run(ptr2)
+    ptr2.add_(0)  # in place: the version moves on
+    run(ptr2)
+    assert len(found) == 4
+    monkeypatch.setattr(packed, "_batch_size_classes", SimpleNamespace(get=packed._size_classes))  # every call
+    for a, b in zip(kept, run(ptr)):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("name", ATTENTIONS)

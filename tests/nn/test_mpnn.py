@@ -12,6 +12,7 @@ from gea_graph.nn import (
     MPNNBlock,
     mpnn_resolver,
 )
+from gea_graph.nn.batch_memo import LastBatchMemo
 
 
 def _graph(n=6, e=14, d=8, dtype=torch.float64, seed=0):
@@ -159,7 +160,7 @@ def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
     builds = []
     real = mpnn.gcn_adjacency
     monkeypatch.setattr(mpnn, "gcn_adjacency", lambda *a: builds.append(a) or real(*a))
-    monkeypatch.setattr(mpnn, "_last_adjacency", mpnn._LastAdjacency())
+    monkeypatch.setattr(mpnn, "_last_adjacency", LastBatchMemo(mpnn._batch_adjacency))
     x, ei, _ = _graph(dtype=torch.float32)
     layers = [GCNLayer(8), GCNLayer(8)]
     first = [layer(x, ei)[0] for layer in layers]
@@ -194,7 +195,7 @@ def test_gcn_backward_transposes_the_adjacency_once_a_batch(monkeypatch):
     backward, kept for the next step on the same batch, new for a new batch), and the gradients are bit for bit
     those of torch.sparse.mm's own backward, on a directed graph with repeated edges."""
     from gea_graph.nn import mpnn
-    monkeypatch.setattr(mpnn, "_last_adjacency", mpnn._LastAdjacency())
+    monkeypatch.setattr(mpnn, "_last_adjacency", LastBatchMemo(mpnn._batch_adjacency))
     transposes = []
     real = mpnn._Adjacency.transposed
     monkeypatch.setattr(mpnn._Adjacency, "transposed",

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from gea_graph.nn.batch_memo import LastBatchMemo
 from gea_graph.nn.dropout import scaled_keep_mask
 
 #: The backends of :func:`packed_attention` (``"auto"`` picks one with :func:`packed_backend`).
@@ -93,6 +94,11 @@ def _size_classes(ptr: Tensor, num_rows: int) -> list[tuple[int, Tensor | int, s
     return out
 
 
+#: Every layer (forward and backward) of a batch is called with the batch's one ``ptr`` tensor: its size classes (and
+#: their row indices) are found once a batch.
+_batch_size_classes = LastBatchMemo(_size_classes)
+
+
 def _graph_view(t: Tensor, n: int, start: int) -> Tensor:
     # Rows start:start + n of t [N, H, D] (any strides) as [1, H, n, D]: one as_strided call where slicing, unsqueeze
     # and transpose would be three (this runs a few times per graph size and step)
@@ -132,14 +138,14 @@ def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: flo
     out = qkv.new_empty(N, H, D)
     lse = qkv.new_empty(H, N, dtype=_lse_dtype(qkv.dtype))
     if dropout_p == 0.0:
-        for n, where, rows in _size_classes(ptr, N):  # one flash call per graph size
+        for n, where, rows in _batch_size_classes.get(ptr, N):  # one flash call per graph size
             o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
             _put(out, n, where, o)
             _lse_block(lse, n, rows).copy_(m)
         return out, lse
     gen = _generator(seed)
-    for n, where, rows in _size_classes(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
+    for n, where, rows in _batch_size_classes.get(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
         qg, kg, vg = _rows(q, n, where), _rows(k, n, where), _rows(v, n, where)  # [m, H, n, D]
         scores = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
@@ -164,7 +170,7 @@ def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: 
     dqkv = torch.empty_like(qkv, memory_format=torch.contiguous_format)
     dq, dk, dv = dqkv.unbind(1)
     if dropout_p == 0.0:
-        for n, where, rows in _size_classes(ptr, N):
+        for n, where, rows in _batch_size_classes.get(ptr, N):
             grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
                 _rows(out, n, where), _lse_block(lse, n, rows), 0.0, False, scale=scale)
@@ -172,7 +178,7 @@ def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: 
                 _put(acc, n, where, g)
         return dqkv
     gen = _generator(seed)
-    for n, where, rows in _size_classes(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
+    for n, where, rows in _batch_size_classes.get(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
         qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
         probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_block(lse, n, rows).unsqueeze(-1))
         probs = probs.exp_()
