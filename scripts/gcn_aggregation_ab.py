@@ -1,11 +1,11 @@
-"""Training steps of the Peptides-func recipes with GCN aggregating by one sparse product (the CPU default of
-:class:`gea_graph.nn.GCNLayer`) and by PyG's message passing (``edge_index`` and edge weights), interleaved.
+"""Training steps with GCN and GIN aggregating by one sparse product (the CPU default of :class:`gea_graph.nn.GCNLayer`
+and :class:`gea_graph.nn.GINLayer`) and by PyG's message passing (``edge_index``, and GCN's edge weights), interleaved.
 
     GEA_GRAPH_MIRROR=../shared/data python scripts/gcn_aggregation_ab.py [--recipes R ...] [--repeats 6] [--threads 1]
 
-For each recipe, one model and one batch of 128 real Peptides-func training graphs (the batch of the perf row
-``MPNN+GEANet step``, :func:`gea_graph.bench.perf.training.peptides_batch`); the two forms alternate step by step in
-the same process (same weights, optimiser and batch, order flipped every repeat) after one warm-up step each. Prints
+For each recipe, one model and one batch (:func:`gea_graph.bench.perf.training.recipe_batch`: for the Peptides-func
+recipes the 128 real training graphs of the perf row ``MPNN+GEANet step``, for ZINC recipes the first ``batch_size``
+training graphs); the two forms alternate step by step in the same process (same weights, optimiser and batch, order flipped every repeat) after one warm-up step each. Prints
 the median step of each and their ratio. The batch is the same tensor every step, so the sparse form builds its
 matrix once here; a training run builds it once a batch (about 7 ms at this size).
 """
@@ -17,9 +17,8 @@ import time
 
 import torch
 
-from gea_graph.bench.perf.training import _training_step, peptides_batch
+from gea_graph.bench.perf.training import _training_step, recipe_batch
 from gea_graph.nn import mpnn
-from gea_graph.train.recipe import load_recipe
 
 RECIPES = ("gcn-peptides-func-cpu", "gcn-geanet-peptides-func-cpu", "geaet-peptides-func-cpu")
 
@@ -35,7 +34,7 @@ def main() -> None:
     forms = {"sparse product": sparse_rule, "message passing": lambda x: False}
     try:
         for name in args.recipes:
-            batch, note = peptides_batch(load_recipe(name).data.pe)
+            batch, note = recipe_batch(name)
             step = _training_step(name, batch)
             times: dict[str, list[float]] = {form: [] for form in forms}
             for rule in forms.values():

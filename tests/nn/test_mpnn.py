@@ -129,17 +129,29 @@ def _gcn_naive(layer, x, ei):
     return out + layer.conv.bias
 
 
+def _gin_naive(layer, x, ei):
+    agg = (1 + layer.conv.eps) * x
+    for j, i in zip(ei[0].tolist(), ei[1].tolist()):
+        agg = agg.index_add(0, torch.tensor([i]), x[j:j + 1])
+    return layer.conv.nn(agg)
+
+
+@pytest.mark.parametrize("cls", [GCNLayer, GINLayer])
 @pytest.mark.parametrize("n, e", [(6, 14), (1, 0), (0, 0), (5, 0)])
-def test_gcn_sparse_product_equals_message_passing(monkeypatch, n, e):
-    """On CPU the layer aggregates with one sparse product (gcn_adjacency); outputs and all gradients equal the
-    message-passing form (the path of a GPU and torch.compile) and a per-edge loop of GCN's equation, with
-    repeated edges and own self loops, no edges, one node and no nodes."""
+def test_sparse_product_equals_message_passing(monkeypatch, cls, n, e):
+    """On CPU GCN and GIN aggregate with one sparse product (gcn_adjacency, sum_adjacency); outputs and all gradients
+    equal the message-passing form (the path of a GPU and torch.compile) and a per-edge loop of the layer's equation,
+    with repeated edges and own self loops, no edges, one node and no nodes."""
     from gea_graph.nn import mpnn
     x, ei, _ = _graph(n=n, e=e) if n else (torch.zeros(0, 8, dtype=torch.float64), None, None)
     ei = torch.zeros(2, 0, dtype=torch.long) if ei is None else ei
     if e:
         ei = torch.cat([ei, ei[:, :3], torch.tensor([[2, 2], [2, 2]])], dim=1)
-    layer = GCNLayer(8).double()
+    torch.manual_seed(0)
+    layer = (cls(8) if cls is GCNLayer else cls(8, train_eps=True)).double()
+    if cls is GINLayer:
+        with torch.no_grad():
+            layer.conv.eps.fill_(0.3)
     results = []
     for sparse in (True, False):
         monkeypatch.setattr(mpnn, "_sparse_aggregation", lambda x, sparse=sparse: sparse)
@@ -148,9 +160,11 @@ def test_gcn_sparse_product_equals_message_passing(monkeypatch, n, e):
         out.backward(torch.arange(out.numel(), dtype=out.dtype).view_as(out).cos())
         results.append([out, xi.grad] + [p.grad.clone() for p in layer.parameters()])
         layer.zero_grad()
+    assert len(results[0]) == 2 + len(list(layer.parameters()))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b)
-    torch.testing.assert_close(results[0][0], _gcn_naive(layer, x, ei))
+    naive = _gcn_naive if cls is GCNLayer else _gin_naive
+    torch.testing.assert_close(results[0][0], naive(layer, x, ei))
 
 
 def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
@@ -190,12 +204,14 @@ def test_gcn_adjacency_is_built_once_a_batch(monkeypatch):
     torch.testing.assert_close(out[0], ref.double()(x.double(), ei))
 
 
-def test_gcn_backward_transposes_the_adjacency_once_a_batch(monkeypatch):
+@pytest.mark.parametrize("cls", [GCNLayer, GINLayer])
+def test_backward_transposes_the_adjacency_once_a_batch(monkeypatch, cls):
     """The layers of one batch share the transpose of its adjacency for their backward pass (built at the first
     backward, kept for the next step on the same batch, new for a new batch), and the gradients are bit for bit
     those of torch.sparse.mm's own backward, on a directed graph with repeated edges."""
     from gea_graph.nn import mpnn
     monkeypatch.setattr(mpnn, "_last_adjacency", LastBatchMemo(mpnn._batch_adjacency))
+    monkeypatch.setattr(mpnn, "_last_sum_adjacency", LastBatchMemo(mpnn._batch_sum_adjacency))
     transposes = []
     real = mpnn._Adjacency.transposed
     monkeypatch.setattr(mpnn._Adjacency, "transposed",
@@ -203,7 +219,7 @@ def test_gcn_backward_transposes_the_adjacency_once_a_batch(monkeypatch):
     x, ei, _ = _graph(n=40, e=150, dtype=torch.float32, seed=3)
     ei = torch.cat([ei, ei[:, :9]], dim=1)
     torch.manual_seed(0)
-    layers = [GCNLayer(8), GCNLayer(8)]
+    layers = [cls(8), cls(8)]
     grad = torch.randn(40, 8, generator=torch.Generator().manual_seed(1))
 
     def step(edge_index):

@@ -54,6 +54,21 @@ def peptides_batch(pe: str | None, count: int = BATCH) -> tuple[Batch, str]:
     return Batch.from_data_list(out), note
 
 
+def recipe_batch(recipe_name: str) -> tuple[Batch, str]:
+    r"""One training batch of a recipe, for timing its steps: Peptides-func recipes, the :data:`BATCH` graphs of
+    :func:`peptides_batch` (with the recipe's positional encodings); other datasets, the first ``batch_size``
+    graphs of the training split, built with the recipe's data settings in the data root. Also a note saying which."""
+    from gea_graph.data import get_dataset
+    from gea_graph.train.recipe import load_recipe
+
+    recipe = load_recipe(recipe_name)
+    if recipe.data.name == "peptides-func":
+        return peptides_batch(recipe.data.pe)
+    data = get_dataset(recipe.data.name, split="train", pe=recipe.data.pe, **recipe.data.options)
+    count = min(recipe.trainer.batch_size, len(data))
+    return Batch.from_data_list([data[i] for i in range(count)]), f"the first {count} {recipe.data.name} graphs"
+
+
 def _training_step(recipe_name: str, batch: Batch) -> Callable[[], None]:
     from gea_graph.models import build_model
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
