@@ -254,7 +254,7 @@ _SPARSE_DTYPES = (torch.float32, torch.float64)
 def _sparse_aggregation(x: Tensor) -> bool:
     # On CPU in eager mode one sparse product (and its transposed product backward) is about half the time of
     # gathering, weighting and scattering [E + N, d] messages (GCN on Peptides-func, 128 graphs: 48 vs 95 ms forward
-    # + backward of a d = 128 layer; GIN's sum: 17 vs 48 ms, and 0.52 vs 1.06 ms on a ZINC batch of 64). A GPU, torch.compile and a sync census keep the message-passing form, which
+    # + backward of a d = 128 layer; GIN's unweighted sum gains less, docs/performance.md "Found once a batch"). A GPU, torch.compile and a sync census keep the message-passing form, which
     # needs no host sync and keeps its shapes static.
     return (x.device.type == "cpu" and x.dtype in _SPARSE_DTYPES and not torch.compiler.is_compiling()
             and not sync_census.counting() and not torch.is_autocast_enabled("cpu"))
