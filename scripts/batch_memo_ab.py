@@ -17,14 +17,16 @@ and their ratio. Used for docs/performance.md, "Found once a batch".
 """
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
 from types import SimpleNamespace
 
 import torch
 
-from gea_graph.bench.perf.training import _training_step, recipe_batch
+from gea_graph.bench.perf.training import (
+    _training_step,
+    ab_arguments,
+    interleaved_medians,
+    recipe_batch,
+)
 from gea_graph.nn import mpnn
 from gea_graph.nn.attention import packed
 
@@ -37,45 +39,29 @@ def _per_call(h: torch.Tensor, adj: mpnn._Adjacency) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = ab_arguments(__doc__.split("\n\n")[0], RECIPES, 20)
     memo = packed._batch_size_classes
-    forms = ("once a batch", "once a call")
 
-    def use(form: str) -> None:
-        product = mpnn._AdjacencyProduct
-        if form == "once a call":
-            product.apply = staticmethod(_per_call)
-            packed._batch_size_classes = SimpleNamespace(get=packed._size_classes)
-        else:
-            if "apply" in vars(product):  # back to torch.autograd.Function.apply
-                del product.apply
-            packed._batch_size_classes = memo
+    def per_batch() -> None:
+        if "apply" in vars(mpnn._AdjacencyProduct):  # back to torch.autograd.Function.apply
+            del mpnn._AdjacencyProduct.apply
+        packed._batch_size_classes = memo
+
+    def per_call() -> None:
+        mpnn._AdjacencyProduct.apply = staticmethod(_per_call)
+        packed._batch_size_classes = SimpleNamespace(get=packed._size_classes)
 
     try:
         for name in args.recipes:
             batch, note = recipe_batch(name)
-            step = _training_step(name, batch)
-            times: dict[str, list[float]] = {form: [] for form in forms}
-            for form in forms:
-                use(form)
-                step()
-            for i in range(args.repeats):
-                for form in (list(forms) if i % 2 == 0 else list(forms)[::-1]):
-                    use(form)
-                    start = time.perf_counter()
-                    step()
-                    times[form].append(time.perf_counter() - start)
-            ours, before = (statistics.median(times[form]) * 1e3 for form in forms)
+            ms = interleaved_medians(_training_step(name, batch), {"batch": per_batch, "call": per_call},
+                                     args.repeats)
+            ours, before = ms["batch"] * 1e3, ms["call"] * 1e3
             print(f"{name}: once a batch {ours:.1f} ms, once a call {before:.1f} ms a step, ratio {ours / before:.3f} "
                   f"({batch.num_graphs} graphs, {batch.num_nodes} nodes, {args.threads} thread(s), median of "
                   f"{args.repeats}{'; ' + note if note else ''})")
     finally:
-        use("once a batch")
+        per_batch()
 
 
 if __name__ == "__main__":

@@ -11,42 +11,32 @@ matrix once here; a training run builds it once a batch (about 7 ms at this size
 """
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
-import torch
-
-from gea_graph.bench.perf.training import _training_step, recipe_batch
+from gea_graph.bench.perf.training import (
+    _training_step,
+    ab_arguments,
+    interleaved_medians,
+    recipe_batch,
+)
 from gea_graph.nn import mpnn
 
 RECIPES = ("gcn-peptides-func-cpu", "gcn-geanet-peptides-func-cpu", "geaet-peptides-func-cpu")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
-    parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = ab_arguments(__doc__.split("\n\n")[0], RECIPES, 6)
     sparse_rule = mpnn._sparse_aggregation
-    forms = {"sparse product": sparse_rule, "message passing": lambda x: False}
+
+    def use(rule):
+        def put() -> None:
+            mpnn._sparse_aggregation = rule
+        return put
+
     try:
         for name in args.recipes:
             batch, note = recipe_batch(name)
-            step = _training_step(name, batch)
-            times: dict[str, list[float]] = {form: [] for form in forms}
-            for rule in forms.values():
-                mpnn._sparse_aggregation = rule
-                step()
-            for i in range(args.repeats):
-                for form in (list(forms) if i % 2 == 0 else list(forms)[::-1]):
-                    mpnn._sparse_aggregation = forms[form]
-                    start = time.perf_counter()
-                    step()
-                    times[form].append(time.perf_counter() - start)
-            sparse, messages = (statistics.median(times[form]) * 1e3 for form in forms)
+            ms = interleaved_medians(_training_step(name, batch),
+                                     {"sparse": use(sparse_rule), "messages": use(lambda x: False)}, args.repeats)
+            sparse, messages = ms["sparse"] * 1e3, ms["messages"] * 1e3
             print(f"{name}: sparse product {sparse:.0f} ms, message passing {messages:.0f} ms a step, ratio "
                   f"{sparse / messages:.3f} ({batch.num_graphs} graphs, {batch.num_nodes} nodes, {args.threads} "
                   f"thread(s), median of {args.repeats}{'; ' + note if note else ''})")

@@ -14,9 +14,12 @@ GEANet branch in a training step, and the peak resident memory of a real trainin
 """
 from __future__ import annotations
 
+import argparse
 import os
+import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -67,6 +70,37 @@ def recipe_batch(recipe_name: str) -> tuple[Batch, str]:
     data = get_dataset(recipe.data.name, split="train", pe=recipe.data.pe, **recipe.data.options)
     count = min(recipe.trainer.batch_size, len(data))
     return Batch.from_data_list([data[i] for i in range(count)]), f"the first {count} {recipe.data.name} graphs"
+
+
+def ab_arguments(description: str, recipes: Sequence[str], repeats: int) -> argparse.Namespace:
+    r"""The command line of the A/B scripts in ``scripts/``: ``--recipes`` (default :obj:`recipes`), ``--repeats``
+    (default :obj:`repeats`) and ``--threads`` (default 1, applied with :func:`torch.set_num_threads`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--recipes", nargs="+", default=list(recipes))
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def interleaved_medians(step: Callable[[], None], forms: dict[str, Callable[[], None]],
+                        repeats: int) -> dict[str, float]:
+    r"""Median seconds of :obj:`step` under each form: ``forms[name]()`` puts that form in place (e.g. swaps an
+    implementation). One warm-up step each, then the forms alternate step by step, their order flipped every repeat,
+    so that both see the same machine (the A/B scripts in ``scripts/``)."""
+    times: dict[str, list[float]] = {name: [] for name in forms}
+    for use in forms.values():
+        use()
+        step()
+    names = list(forms)
+    for i in range(repeats):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            forms[name]()
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _training_step(recipe_name: str, batch: Batch) -> Callable[[], None]:
