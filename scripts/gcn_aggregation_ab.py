@@ -5,9 +5,10 @@ and :class:`gea_graph.nn.GINLayer`) and by PyG's message passing (``edge_index``
 
 For each recipe, one model and one batch (:func:`gea_graph.bench.perf.training.recipe_batch`: for the Peptides-func
 recipes the 128 real training graphs of the perf row ``MPNN+GEANet step``, for ZINC recipes the first ``batch_size``
-training graphs); the two forms alternate step by step in the same process (same weights, optimiser and batch, order flipped every repeat) after one warm-up step each. Prints
-the median step of each and their ratio. The batch is the same tensor every step, so the sparse form builds its
-matrix once here; a training run builds it once a batch (about 7 ms at this size).
+training graphs); the two forms alternate step by step in the same process (same weights, optimiser and batch, order
+flipped every repeat) after one warm-up step each. Prints the median step of each and their ratio. The batch is the
+same tensor every step, so the sparse form builds its matrix once here; a training run builds it once a batch (about
+7 ms on the Peptides-func batch).
 """
 from __future__ import annotations
 

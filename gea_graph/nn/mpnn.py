@@ -201,9 +201,9 @@ def sum_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype | None 
 
 
 class _Adjacency:
-    r"""A batch's normalised adjacency :math:`\hat{\mathbf{A}}` (:func:`gcn_adjacency`) and its transpose, built at
-    the first backward pass that needs it and then shared by every layer of the batch: the gradient of
-    :math:`\hat{\mathbf{A}}\mathbf{H}` is :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}`, for which
+    r"""A batch's sparse adjacency :math:`\hat{\mathbf{A}}` (:func:`gcn_adjacency` or :func:`sum_adjacency`) and
+    its transpose, built at the first backward pass that needs it and then shared by every layer of the batch: the
+    gradient of :math:`\hat{\mathbf{A}}\mathbf{H}` is :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}`, for which
     :func:`torch.sparse.mm`'s own backward converts the matrix again at every layer (a sort of its entries: on a
     ZINC batch of 64 that conversion is half of a layer's aggregation, forward and backward)."""
 
@@ -254,8 +254,9 @@ _SPARSE_DTYPES = (torch.float32, torch.float64)
 def _sparse_aggregation(x: Tensor) -> bool:
     # On CPU in eager mode one sparse product (and its transposed product backward) is about half the time of
     # gathering, weighting and scattering [E + N, d] messages (GCN on Peptides-func, 128 graphs: 48 vs 95 ms forward
-    # + backward of a d = 128 layer; GIN's unweighted sum gains less, docs/performance.md "Found once a batch"). A GPU, torch.compile and a sync census keep the message-passing form, which
-    # needs no host sync and keeps its shapes static.
+    # + backward of a d = 128 layer; GIN's unweighted sum gains less, docs/performance.md "Found once a batch").
+    # A GPU, torch.compile and a sync census keep the message-passing form, which needs no host sync and keeps its
+    # shapes static.
     return (x.device.type == "cpu" and x.dtype in _SPARSE_DTYPES and not torch.compiler.is_compiling()
             and not sync_census.counting() and not torch.is_autocast_enabled("cpu"))
 
@@ -272,8 +273,8 @@ class GCNLayer(_ConvAdapter):
     as the sparse matrix of :func:`gcn_adjacency` (built once a batch, with its transpose for the backward pass,
     see :class:`_Adjacency`), so that the layer aggregates with one sparse product (the steps of
     :class:`~torch_geometric.nn.conv.GCNConv`'s forward: its ``lin``, the product, its ``bias``); elsewhere
-    :class:`~torch_geometric.nn.conv.GCNConv` runs on ``edge_index`` and ``edge_weight``. ``normalize=False``, ``cached=True`` or
-    ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
+    :class:`~torch_geometric.nn.conv.GCNConv` runs on ``edge_index`` and ``edge_weight``. ``normalize=False``,
+    ``cached=True`` or ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
 
     Args:
         channels (int): Feature size :math:`d`.

@@ -145,7 +145,8 @@ def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: flo
             _lse_block(lse, n, rows).copy_(m)
         return out, lse
     gen = _generator(seed)
-    for n, where, rows in _batch_size_classes.get(ptr, N):  # attention dropout: the flash kernel's math, one call per graph size
+    # attention dropout: the flash kernel's math, one call per graph size
+    for n, where, rows in _batch_size_classes.get(ptr, N):
         qg, kg, vg = _rows(q, n, where), _rows(k, n, where), _rows(v, n, where)  # [m, H, n, D]
         scores = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale)
         m = torch.logsumexp(scores, dim=-1)
@@ -178,7 +179,8 @@ def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: 
                 _put(acc, n, where, g)
         return dqkv
     gen = _generator(seed)
-    for n, where, rows in _batch_size_classes.get(ptr, N):  # the flash backward's math, with the forward's keep masks redrawn
+    # the flash backward's math, with the forward's keep masks redrawn
+    for n, where, rows in _batch_size_classes.get(ptr, N):
         qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
         probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_block(lse, n, rows).unsqueeze(-1))
         probs = probs.exp_()
