@@ -12,7 +12,7 @@ A *store* is a folder of ``.npy`` columns and one ``meta.json``::
 
 Columns are opened with ``numpy.load(mmap_mode="r")``: every process on a machine (DataLoader workers, DDP ranks)
 reads the same page-cache copy, and a :class:`GraphStore` pickles as its path, so no process holds a private copy of
-the dataset. Reading converts integers back to the dtype the graphs had (``int64`` for PyG's indices).
+the dataset. Within a process, the stores of a dataset's splits share one mapping of each file. Reading converts integers back to the dtype the graphs had (``int64`` for PyG's indices).
 
 ``spd_index`` of :class:`~gea_graph.transforms.ShortestPathDistance` (all ordered node pairs, row-major) is not
 stored but recomputed from ``num_nodes``; the other fields are stored as the graphs hold them.
@@ -31,6 +31,7 @@ import os.path as osp
 import re
 import shutil
 import stat
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -552,12 +553,32 @@ def _check_meta(path: str, meta: dict[str, Any]) -> None:
             _torch_dtype(str(f.get("dtype")))
 
 
-def _mapped(path: str) -> np.ndarray:
-    # A plain ndarray over the read-only mapping: numpy's memmap subclass adds microseconds to every indexing.
+#: The mappings open in this process, by file (path and identity): the splits of a dataset are stores over the same
+#: files, and each mapping counts its resident pages on its own. A split's rows are spread over the whole file, so
+#: three mappings (train, val, test) held the file up to three times in the resident set (about 500 MB more on a
+#: Peptides-func run after its first evaluation); one mapping a file holds it once. An entry lives while an array
+#: of it does.
+_MAPPINGS: weakref.WeakValueDictionary[tuple, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _mapped(path: str, text: bool = False) -> np.ndarray:
+    r"""A read-only mapping of a store file (``.npy``; :obj:`text`: raw bytes), shared with every other store of this
+    process that maps the same file (see :data:`_MAPPINGS`). A plain ndarray over it: numpy's memmap subclass adds
+    microseconds to every indexing."""
     # Only a regular file of the store itself: a link planted in the folder would make a column of another file.
-    if not stat.S_ISREG(os.lstat(path).st_mode):
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
         raise StoreError(f"{path} is not a regular file of the store; delete that folder to rebuild it")
-    return np.asarray(np.load(path, mmap_mode="r"))
+    # A rebuilt store is renamed into place as new files: another inode, so another mapping.
+    key = (osp.abspath(path), text, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    array = _MAPPINGS.get(key)
+    if array is None:
+        if text:
+            array = np.asarray(np.memmap(path, dtype=np.uint8, mode="r")) if info.st_size else np.zeros(0, np.uint8)
+        else:
+            array = np.asarray(np.load(path, mmap_mode="r"))
+        _MAPPINGS[key] = array
+    return array
 
 
 def _take(column: np.ndarray, ptr: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -616,13 +637,7 @@ class GraphStore:
             self.columns: dict[str, np.ndarray] = {}
             for key, f in self.fields.items():
                 if f["kind"] == "text":
-                    text_path = osp.join(self.path, f["file"])
-                    if not stat.S_ISREG(os.lstat(text_path).st_mode):
-                        raise StoreError(f"{text_path} is not a regular file of the store; delete that folder to "
-                                         f"rebuild it")
-                    self.columns[key] = np.asarray(
-                        np.memmap(text_path, dtype=np.uint8, mode="r")
-                        if osp.getsize(text_path) else np.zeros(0, np.uint8))
+                    self.columns[key] = _mapped(osp.join(self.path, f["file"]), text=True)
                     self.ptr[f["level"]] = _mapped(osp.join(self.path, f"ptr.{f['level']}.npy"))
                 else:
                     self.columns[key] = _mapped(osp.join(self.path, f["file"]))

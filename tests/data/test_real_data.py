@@ -45,6 +45,13 @@ def test_zinc_registry_reuses_the_cache(zinc, shared_data_root):
     assert ds.processed_dir == zinc["val"].processed_dir and len(ds) == 1000
 
 
+def test_the_splits_share_one_mapping_of_each_store_file(zinc):
+    # one mapping a file per process: three would hold the file up to three times in the resident set
+    train, val, test = (zinc[s].store for s in ("train", "val", "test"))
+    for key, column in train.columns.items():
+        assert val.columns[key] is column and test.columns[key] is column, key
+
+
 def test_peptides_func_sizes_and_labels(peptides, mirror):
     assert [len(peptides[s]) for s in ("train", "val", "test")] == [10_873, 2_331, 2_331]
     d = peptides["train"][0]

@@ -124,6 +124,35 @@ def test_a_store_pickles_as_its_path(store):
     assert_same_batch(again.batch([5, 6]), st.batch([5, 6]))
 
 
+def test_stores_over_the_same_files_share_one_mapping(tmp_path):
+    """The stores of a dataset's splits map each file once in a process (each mapping counts its resident pages on its
+    own); a store rebuilt in place maps its new files; a mapping goes when no store holds it."""
+    import gc
+
+    from gea_graph.data import store as store_module
+
+    data = graphs(20)
+    a = build(tmp_path / "s", data)
+    b = GraphStore(tmp_path / "s")
+    assert set(a.columns) == set(b.columns) and "smiles" in a.columns
+    for key in a.columns:
+        assert a.columns[key] is b.columns[key], key
+    assert a.num_nodes is b.num_nodes and a.rows is b.rows and a.ptr["nodes"] is b.ptr["nodes"]
+    assert_same_batch(b.batch([3, 4]), Batch.from_data_list([data[3], data[4]]))
+    # rebuilt in place (new files, new inodes): the new store reads the new graphs, the old one keeps its own
+    import shutil
+    shutil.rmtree(tmp_path / "s")
+    other = graphs(20, seed=1)
+    c = build(tmp_path / "s", other)
+    assert c.columns["x"] is not a.columns["x"]
+    assert_same_batch(c.batch([3]), Batch.from_data_list([other[3]]))
+    assert_same_batch(a.batch([3]), Batch.from_data_list([data[3]]))
+    before = len(store_module._MAPPINGS)
+    del a, b
+    gc.collect()
+    assert len(store_module._MAPPINGS) < before
+
+
 def test_graph_loader_gives_pyg_batches_with_and_without_workers(store, tmp_path):
     st, data = store
 
