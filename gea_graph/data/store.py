@@ -12,7 +12,8 @@ A *store* is a folder of ``.npy`` columns and one ``meta.json``::
 
 Columns are opened with ``numpy.load(mmap_mode="r")``: every process on a machine (DataLoader workers, DDP ranks)
 reads the same page-cache copy, and a :class:`GraphStore` pickles as its path, so no process holds a private copy of
-the dataset. Within a process, the stores of a dataset's splits share one mapping of each file. Reading converts integers back to the dtype the graphs had (``int64`` for PyG's indices).
+the dataset. Within a process, the stores of a dataset's splits share one mapping of each file. Reading converts
+integers back to the dtype the graphs had (``int64`` for PyG's indices).
 
 ``spd_index`` of :class:`~gea_graph.transforms.ShortestPathDistance` (all ordered node pairs, row-major) is not
 stored but recomputed from ``num_nodes``; the other fields are stored as the graphs hold them.
