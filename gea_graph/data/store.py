@@ -27,6 +27,7 @@ leaves a store that looks complete but is not.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import os.path as osp
 import re
@@ -580,6 +581,28 @@ def _mapped(path: str, text: bool = False) -> np.ndarray:
             array = np.asarray(np.load(path, mmap_mode="r"))
         _MAPPINGS[key] = array
     return array
+
+
+def release_mapped_pages() -> int:
+    r"""Drops the pages of this process's store mappings from its resident set (``madvise(MADV_DONTNEED)``) and
+    returns the bytes of mappings advised (0 where the platform has no such advice).
+
+    The mappings are read-only views of the files (``MAP_SHARED``), so nothing is lost: the pages stay in the page
+    cache and the next read of a row maps its page again (a minor fault, no disk read). A training run reads its
+    rows spread over the whole file, so without this every page it ever touched stays counted in its resident set
+    (about 270 MB of Peptides-func's store, :class:`~gea_graph.train.memory.ReleaseFreeHeap`)."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    advised = 0
+    if advice is None:
+        return 0
+    for array in list(_MAPPINGS.values()):
+        base = array.base
+        while base is not None and not isinstance(base, mmap.mmap):  # ndarray -> np.memmap -> mmap.mmap
+            base = getattr(base, "base", None)
+        if base is not None and not base.closed:
+            base.madvise(advice)
+            advised += len(base)
+    return advised
 
 
 def _take(column: np.ndarray, ptr: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -153,6 +153,40 @@ def test_stores_over_the_same_files_share_one_mapping(tmp_path):
     assert len(store_module._MAPPINGS) < before
 
 
+def _resident_kib_under(folder: Path) -> int:
+    """Resident KiB of this process's mappings of files under :obj:`folder` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):  # a mapping's header line
+                inside = len(head) >= 6 and head[5].startswith(str(folder))
+            elif inside and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps (Linux)")
+def test_release_mapped_pages_drops_the_store_from_the_resident_set_and_loses_nothing(tmp_path):
+    """A run reads rows spread over the store's files; every page it touched stays resident until released.
+    Releasing drops them all (the mappings are read-only views of the files) and the rows read the same after."""
+    import mmap
+
+    from gea_graph.data.store import release_mapped_pages
+
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        pytest.skip("no MADV_DONTNEED on this platform")
+    data = graphs(600)
+    st = build(tmp_path / "s", data, chunk=300)
+    every = np.arange(len(st))
+    before = st.batch(every)
+    assert _resident_kib_under(tmp_path / "s") > 0  # read once: its pages are resident
+    assert release_mapped_pages() >= sum(a.nbytes for a in st.columns.values())
+    assert _resident_kib_under(tmp_path / "s") == 0
+    assert_same_batch(st.batch(every), before)  # read again from the page cache, unchanged
+    assert_same_batch(st.batch([3, 599]), Batch.from_data_list([data[3], data[599]]))
+
+
 def test_graph_loader_gives_pyg_batches_with_and_without_workers(store, tmp_path):
     st, data = store
 

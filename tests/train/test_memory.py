@@ -29,7 +29,9 @@ def test_release_free_heap_on_glibc():
 def test_training_releases_the_heap_every_few_steps_and_around_validation(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch):
     calls: list[int] = []
+    mapped: list[int] = []
     monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "release_mapped_pages", lambda: mapped.append(1) or 0)
     recipe = recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake")
     callback = memory.ReleaseFreeHeap(every=4)
     fit(recipe, tmp_path / "run", progress=False, verbose=False, accelerator="cpu", devices=1, callbacks=[callback])
@@ -37,6 +39,7 @@ def test_training_releases_the_heap_every_few_steps_and_around_validation(tmp_pa
     # ReleaseFreeHeap (every TRIM_EVERY = 16 steps) releases around the validation only.
     assert callback.calls == 2 + 2
     assert len(calls) == callback.calls + 2
+    assert len(mapped) == len(calls)  # the store's pages go with the free heap
     with pytest.raises(ValueError, match="every"):
         memory.ReleaseFreeHeap(every=0)
 
