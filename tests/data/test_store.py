@@ -160,7 +160,7 @@ def _resident_kib_under(folder: Path) -> int:
         for line in f:
             head = line.split()
             if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):  # a mapping's header line
-                inside = len(head) >= 6 and head[5].startswith(str(folder))
+                inside = len(head) >= 6 and head[5].startswith(f"{folder}{os.sep}")
             elif inside and head[0] == "Rss:":
                 total += int(head[1])
     return total
