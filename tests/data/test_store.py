@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -151,19 +152,6 @@ def test_stores_over_the_same_files_share_one_mapping(tmp_path):
     del a, b
     gc.collect()
     assert len(store_module._MAPPINGS) < before
-
-
-def _resident_kib_under(folder: Path) -> int:
-    """Resident KiB of this process's mappings of files under :obj:`folder` (``/proc/self/smaps``)."""
-    total, inside = 0, False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split()
-            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):  # a mapping's header line
-                inside = len(head) >= 6 and head[5].startswith(f"{folder}{os.sep}")
-            elif inside and head[0] == "Rss:":
-                total += int(head[1])
-    return total
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps (Linux)")
@@ -326,16 +314,28 @@ READER = textwrap.dedent("""
 """)
 
 
+def _smaps_kb(pid: int | str, fields: tuple[str, ...], is_file: Callable[[str], bool]) -> int:
+    """The sum of :obj:`fields` (KiB) of ``/proc/<pid>/smaps`` over the mappings whose file (the rest of the header
+    line after the inode) satisfies :obj:`is_file`."""
+    total, inside = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line[:1] in "0123456789abcdef" and "-" in line.split()[0]:  # a mapping's header line
+            parts = line.split(maxsplit=5)
+            inside = len(parts) == 6 and is_file(parts[5].rstrip())
+        elif inside and line.startswith(fields):
+            total += int(line.split()[1])
+    return total
+
+
 def _shared_kb(pid: int, name: str) -> int:
     """Shared_Clean + Shared_Dirty (pages also mapped by another process; dirty while a fresh file is not yet written
     back) of the mappings of file :obj:`name` in :obj:`pid`."""
-    total, inside = 0, False
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        if line[:1] in "0123456789abcdef" and "-" in line.split()[0]:
-            inside = line.rstrip().endswith(name)
-        elif inside and line.startswith(("Shared_Clean:", "Shared_Dirty:")):
-            total += int(line.split()[1])
-    return total
+    return _smaps_kb(pid, ("Shared_Clean:", "Shared_Dirty:"), lambda file: file.endswith(name))
+
+
+def _resident_kib_under(folder: Path) -> int:
+    """Resident KiB of this process's mappings of files under :obj:`folder`."""
+    return _smaps_kb("self", ("Rss:",), lambda file: file.startswith(f"{folder}{os.sep}"))
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
