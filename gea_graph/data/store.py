@@ -592,9 +592,9 @@ def release_mapped_pages() -> int:
     rows spread over the whole file, so without this every page it ever touched stays counted in its resident set
     (about 270 MB of Peptides-func's store, :class:`~gea_graph.train.memory.ReleaseFreeHeap`)."""
     advice = getattr(mmap, "MADV_DONTNEED", None)
-    advised = 0
     if advice is None:
         return 0
+    advised = 0
     for array in list(_MAPPINGS.values()):
         base = array.base
         while base is not None and not isinstance(base, mmap.mmap):  # ndarray -> np.memmap -> mmap.mmap
