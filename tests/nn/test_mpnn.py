@@ -244,6 +244,20 @@ def test_backward_transposes_the_adjacency_once_a_batch(monkeypatch, cls):
         assert torch.equal(a, b)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sparse_product_is_sparse_mm_and_never_reads_its_uninitialised_output(monkeypatch, dtype):
+    """The layers' sparse product writes an uninitialised buffer with beta = 0: equal to torch.sparse.mm bit for
+    bit, also with the buffer full of NaN and rows without any entry (nodes without incoming edges)."""
+    from gea_graph.nn import mpnn
+    edge_index = torch.randint(0, 12, (2, 40), generator=torch.Generator().manual_seed(0))
+    h = torch.randn(30, 5, dtype=dtype)
+    matrix = mpnn.sum_adjacency(edge_index, 30, dtype)  # rows 12..29 hold no entry
+    expected = torch.sparse.mm(matrix, h)
+    monkeypatch.setattr(torch.Tensor, "new_empty",
+                        lambda self, *size, **kw: torch.full(size, float("nan"), dtype=self.dtype))
+    assert torch.equal(mpnn._sparse_product(matrix, h), expected)
+
 def test_resolver_repr_reset():
     assert mpnn_resolver(None, 8) is None
     assert isinstance(mpnn_resolver("GatedGCN", 8), GatedGCNLayer)
