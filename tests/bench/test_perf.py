@@ -325,3 +325,28 @@ def test_recipe_batch_takes_a_recipes_first_training_graphs(mirror, data_root):
     batch, note = recipe_batch("gcn-zinc-cpu")
     assert batch.num_graphs == load_recipe("gcn-zinc-cpu").trainer.batch_size
     assert note == f"the first {batch.num_graphs} zinc graphs"
+
+
+def test_packed_attention_core_rows_time_the_same_attention_on_both_sides() -> None:
+    # The row's two sides (issue 22's attention core: packed qkv to the heads' output) agree, outputs and gradients,
+    # on mixed sizes with a single-node graph.
+    import numpy as np
+
+    from gea_graph.bench.perf import attention as perf_attention
+    from gea_graph.nn.attention import MultiheadAttention
+
+    counts = np.array([5, 1, 9, 3])
+    ptr = torch.tensor(np.concatenate([[0], np.cumsum(counts)]))
+    batch = torch.repeat_interleave(torch.arange(4), torch.from_numpy(counts))
+    module = MultiheadAttention(8, 2, impl="packed")
+    ours, ref = (perf_attention._QKV(int(counts.sum()), 2, 4, torch.device("cpu")) for _ in range(2))
+    with torch.no_grad():
+        ref.qkv.copy_(ours.qkv)
+    a = perf_attention._packed_core(module, ours, ptr, batch, counts, int(counts.max()))
+    b = perf_attention._dense_core(module, ref, batch, 4, int(counts.max()))
+    assert a.shape == b.shape == (counts.sum(), 8)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    grad = torch.randn_like(a)
+    a.backward(grad)
+    b.backward(grad)
+    torch.testing.assert_close(ours.qkv.grad, ref.qkv.grad, atol=1e-5, rtol=1e-5)

@@ -1,14 +1,16 @@
 r"""Attention rows of the performance suite: global attention without padding, on a real Peptides-func batch of
 :data:`GRAPHS` training graphs (sizes 8 to ~440 nodes: the padded batch does several times the work the graphs need).
 
-Each side is the whole attention module on the packed node features ``x [sum N, C]`` (:data:`CHANNELS` channels,
-:data:`HEADS` heads of 24, as issue 22 measured), forward + backward, the per-batch planning included in the timed
-call (the quick mode times :data:`QUICK_REPEATS` calls per side):
+:data:`CHANNELS` channels, :data:`HEADS` heads of 24, as issue 22 measured; forward + backward, the per-batch planning
+included in the timed call (the quick mode times :data:`QUICK_REPEATS` calls per side):
 
-* ``packed attention``: ours :class:`~gea_graph.nn.attention.MultiheadAttention` on the packed rows
-  (``impl="packed"``), the reference the same module on the dense padded batch (``to_dense``, the padding mask,
-  ``from_dense``: the layout of PyG's ``GPSConv`` and of GraphGPS). On CUDA a second row times bfloat16 (the
-  ``varlen`` kernel).
+* ``packed attention``: the attention core, as issue 22's table measured it: from a leaf ``qkv [sum N, 3, H, D]``
+  (what the module's fused projection produces) to the output ``[sum N, H * D]`` before the output projection. Ours
+  :meth:`~gea_graph.nn.attention.MultiheadAttention.attend_packed` on the packed rows, the reference the module's
+  dense core on the padded batch (``to_dense``, SDPA with the padding mask, ``from_dense``: the layout of PyG's
+  ``GPSConv`` and of GraphGPS). Its ``· whole module`` row times the whole module on the node features
+  ``x [sum N, C]`` (``impl="packed"`` against the same module on the padded batch): both projections, the same work
+  on both sides, included. On CUDA a further row times the whole module in bfloat16 (the ``varlen`` kernel).
 * ``size-grouped GFSA``: :class:`~gea_graph.nn.attention.GFSA` on blocks of graphs of similar size
   (``impl="grouped"``) against the same module on the dense padded batch.
 * ``attention padding waste``: attention-matrix entries computed per head by the device's default path
@@ -48,6 +50,33 @@ def _plan_call(module, x, ptr, batch, counts: np.ndarray, largest: int):
     return module(x, AttentionPlan(ptr, x.size(0), largest, counts, batch=batch))
 
 
+class _QKV(torch.nn.Module):
+    """The input of the attention core rows: a leaf ``qkv [sum N, 3, H, D]``, the fused projection's output."""
+
+    def __init__(self, rows: int, heads: int, head_dim: int, device: torch.device) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Parameter(torch.randn(rows, 3, heads, head_dim, device=device))
+
+
+def _packed_core(module, leaf: _QKV, ptr, batch, counts: np.ndarray, largest: int):
+    from gea_graph.nn.attention import AttentionPlan
+
+    qkv = leaf.qkv
+    out = module.attend_packed(qkv, AttentionPlan(ptr, qkv.size(0), largest, counts, batch=batch))
+    return out.reshape(qkv.size(0), -1)
+
+
+def _dense_core(module, leaf: _QKV, batch, num_graphs: int, largest: int):
+    # The module's dense path (DenseAttentionBase.forward) between its two projections.
+    from gea_graph.nn.attention import from_dense, to_dense
+
+    rows, _, heads, head_dim = leaf.qkv.shape
+    dense, mask = to_dense(leaf.qkv.reshape(rows, -1), batch, batch_size=num_graphs, max_num_nodes=largest)
+    q, k, v = dense.view(num_graphs, largest, 3, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+    out, _ = module.attend(q, k, v, module._mask_bias(mask, None, q.dtype), False)
+    return from_dense(out.transpose(1, 2).reshape(num_graphs, largest, -1), mask, rows)
+
+
 def attention_rows(settings: Settings) -> list[Row]:
     r"""Packed softmax vs dense, size-grouped GFSA vs dense, and the padding waste, on Peptides-func."""
     from gea_graph.nn.attention import GFSA, AttentionPlan, MultiheadAttention
@@ -67,9 +96,17 @@ def attention_rows(settings: Settings) -> list[Row]:
 
     torch.manual_seed(0)
     softmax = MultiheadAttention(CHANNELS, HEADS, impl="packed").to(device)
-    rows += layer_rows(f"packed attention {NAME}", softmax, partial(_plan_call, softmax, *args),
-                       softmax, partial(_dense_call, softmax, *dense_args), Target("<=", 0.25), settings,
-                       f"{note}; {CHANNELS} channels, {HEADS} heads; reference: to_dense + SDPA with the padding mask")
+    ours_qkv, dense_qkv = (_QKV(inp.x.size(0), HEADS, CHANNELS // HEADS, device) for _ in range(2))
+    with torch.no_grad():
+        dense_qkv.qkv.copy_(ours_qkv.qkv)
+    rows += layer_rows(f"packed attention {NAME}", ours_qkv,
+                       partial(_packed_core, softmax, ours_qkv, *args[1:]), dense_qkv,
+                       partial(_dense_core, softmax, dense_qkv, *dense_args[1:]), Target("<=", 0.25), settings,
+                       f"{note}; {HEADS} heads of {CHANNELS // HEADS}; the attention core (qkv to the heads' output); "
+                       f"reference: to_dense + SDPA with the padding mask + from_dense")
+    rows += layer_rows(f"packed attention {NAME} · whole module", softmax, partial(_plan_call, softmax, *args),
+                       softmax, partial(_dense_call, softmax, *dense_args), None, settings,
+                       f"{note}; {CHANNELS} channels, {HEADS} heads; both projections included")
     if device.type == "cuda":  # the bfloat16 kernel (varlen); not yet run on a GPU when written
         half = MultiheadAttention(CHANNELS, HEADS, impl="packed").to(device, torch.bfloat16)
         x16 = inp.x.to(torch.bfloat16)
