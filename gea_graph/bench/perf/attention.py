@@ -68,13 +68,13 @@ def _packed_core(module, leaf: _QKV, ptr, batch, counts: np.ndarray, largest: in
 
 def _dense_core(module, leaf: _QKV, batch, num_graphs: int, largest: int):
     # The module's dense path (DenseAttentionBase.forward) between its two projections.
-    from gea_graph.nn.attention import from_dense, to_dense
+    from gea_graph.nn.attention import from_dense, key_padding_bias, merge_heads, to_dense
 
     rows, _, heads, head_dim = leaf.qkv.shape
     dense, mask = to_dense(leaf.qkv.reshape(rows, -1), batch, batch_size=num_graphs, max_num_nodes=largest)
     q, k, v = dense.view(num_graphs, largest, 3, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-    out, _ = module.attend(q, k, v, module._mask_bias(mask, None, q.dtype), False)
-    return from_dense(out.transpose(1, 2).reshape(num_graphs, largest, -1), mask, rows)
+    out, _ = module.attend(q, k, v, key_padding_bias(mask, q.dtype), False)
+    return from_dense(merge_heads(out), mask, rows)
 
 
 def attention_rows(settings: Settings) -> list[Row]:
