@@ -56,7 +56,11 @@ def test_every_impl_computes_the_same_function(name, impls, train):
             torch.testing.assert_close(out, ref[0], atol=1e-5, rtol=1e-5, msg=f"{name} {impl}")
             assert grads.keys() == ref[1].keys()
             for key, g in grads.items():
-                torch.testing.assert_close(g, ref[1][key], atol=1e-5, rtol=1e-4, msg=f"{name} {impl} {key}")
+                # float32 sums in another order: an entry may be off by a few ulps of the gradient's largest entry
+                # (up to ~2e3 in evaluation mode here), more than 1e-5 where the entry itself is small
+                scale = float(ref[1][key].abs().max())
+                torch.testing.assert_close(g, ref[1][key], atol=1e-5 + 1e-6 * scale, rtol=1e-4,
+                                           msg=f"{name} {impl} {key}")
 
 
 def dense_graphormer(model, batch):
