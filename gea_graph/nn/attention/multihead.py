@@ -11,7 +11,7 @@ from torch.nn import Linear, Module
 
 from gea_graph.nn.dropout import dropout
 
-from .dense import merge_heads
+from .dense import key_padding_bias, merge_heads
 from .packed import packed_backend, packed_qkv_attention
 from .plan import AttentionPlan, check_impl
 
@@ -69,11 +69,10 @@ class DenseAttentionBase(Module):
         # Padded keys get the most negative *finite* value (not -inf): a batch slot without any real
         # node then yields a uniform, finite row instead of NaN. masked_fill (not +) so that an
         # attn_bias that is itself -inf or very negative cannot overflow.
-        B, N = mask.shape
-        neg = torch.finfo(dtype).min
         if attn_bias is None:
-            return torch.zeros(B, 1, 1, N, dtype=dtype, device=mask.device).masked_fill_(
-                ~mask[:, None, None, :], neg)
+            return key_padding_bias(mask, dtype)
+        N = mask.size(1)
+        neg = torch.finfo(dtype).min
         if attn_bias.dim() != 4 or attn_bias.size(-1) != N or attn_bias.size(-2) != N:
             raise ValueError(f"'attn_bias' must have shape [B, H, N, N] with N={N}, "
                              f"got {tuple(attn_bias.shape)}")
