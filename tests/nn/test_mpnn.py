@@ -244,7 +244,6 @@ def test_backward_transposes_the_adjacency_once_a_batch(monkeypatch, cls):
         assert torch.equal(a, b)
 
 
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sparse_product_is_sparse_mm_and_never_reads_its_uninitialised_output(monkeypatch, dtype):
     """The layers' sparse product writes an uninitialised buffer with beta = 0: equal to torch.sparse.mm bit for
@@ -257,6 +256,7 @@ def test_sparse_product_is_sparse_mm_and_never_reads_its_uninitialised_output(mo
     monkeypatch.setattr(torch.Tensor, "new_empty",
                         lambda self, *size, **kw: torch.full(size, float("nan"), dtype=self.dtype))
     assert torch.equal(mpnn._sparse_product(matrix, h), expected)
+
 
 def test_resolver_repr_reset():
     assert mpnn_resolver(None, 8) is None
