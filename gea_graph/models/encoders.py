@@ -15,25 +15,46 @@ from gea_graph.models.config import ModelConfig, PEConfig
 from gea_graph.nn import LapPEEncoder, RWPEEncoder, sync_census
 from gea_graph.nn.dropout import Dropout
 
-#: Largest total row count of the tables for which :func:`summed_embeddings` takes the one-hot product on CPU.
-ONE_HOT_MAX_ROWS = 512
+
+class _SummedEmbeddings(torch.autograd.Function):
+    r"""The sum of the rows' embeddings as one ``embedding_bag`` (mode ``sum``) over the stacked tables, with a
+    backward that adds the incoming gradient into each table's rows (one ``index_add_`` per feature column).
+    Called with the feature matrix ``x`` ``[N, F]`` and the ``F`` tables, indices already checked."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, *weights: Tensor) -> Tensor:
+        sizes = [w.size(0) for w in weights]
+        starts = torch.tensor([0] + sizes[:-1]).cumsum(0)
+        ctx.save_for_backward(x)
+        ctx.sizes = sizes
+        return F.embedding_bag(x + starts, torch.cat(weights), mode="sum")
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        (x, ) = ctx.saved_tensors
+        # The embedding backward sorts the indices; a table of a few hundred rows stays in the cache while the
+        # gradient streams through once per column. A broadcast gradient (a sum's) is materialised once: index_add_
+        # reads a stride-0 source six times slower.
+        grad = grad.contiguous()
+        grads = tuple(grad.new_zeros(size, grad.size(1)).index_add_(0, x[:, i], grad) if needed else None
+                      for i, (size, needed) in enumerate(zip(ctx.sizes, ctx.needs_input_grad[1:])))
+        return (None, ) + grads
 
 
 def summed_embeddings(x: Tensor, weights: Sequence[Tensor]) -> Tensor:
     r""":math:`\sum_i \mathbf{W}_i[x_{:, i}]` for a long feature matrix ``x`` ``[N, F]`` and embedding tables
     ``weights[i]`` ``[V_i, C]`` (the first ``F`` of them): ``[N, C]``, with the gradients of the tables.
 
-    On CPU (eager, no autocast, no sync census counting) with :math:`\sum_i V_i \le` :data:`ONE_HOT_MAX_ROWS`: one
-    matrix product of the rows' one-hot codes ``[N, sum V_i]`` with the stacked tables, which takes 0.3-0.6 of the
-    time of ``F`` look-ups, whose backward sorts the indices (``gea-graph perf --only encoders``: OGB's atom and bond
+    On CPU (eager, no autocast, no sync census counting): one :func:`~torch.nn.functional.embedding_bag` (mode
+    ``sum``) over the stacked tables, whose backward adds the gradient into each table with ``index_add_``, in
+    place of ``F`` look-ups whose backward sorts the indices (``gea-graph perf --only encoders``: OGB's atom and bond
     tables on a Peptides-func batch). An index outside its table raises :class:`IndexError`, as a look-up does.
     Elsewhere ``F`` look-ups (:func:`torch.nn.functional.embedding`)."""
     weights = list(weights)[:x.size(1)]
-    rows = sum(w.size(0) for w in weights)
     # The index check reads the host: on CPU that costs nothing; a GPU (and a sync census, which counts what a GPU
     # would do) gets the look-ups.
-    if (x.device.type != "cpu" or rows > ONE_HOT_MAX_ROWS or torch.compiler.is_compiling()
-            or torch.is_autocast_enabled("cpu") or sync_census.counting()):
+    if (x.device.type != "cpu" or torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu")
+            or sync_census.counting()):
         out = F.embedding(x[:, 0], weights[0])
         for i in range(1, len(weights)):
             out = out + F.embedding(x[:, i], weights[i])
@@ -44,9 +65,7 @@ def summed_embeddings(x: Tensor, weights: Sequence[Tensor]) -> Tensor:
         row, col = (int(i) for i in outside.nonzero()[0])
         raise IndexError(f"index {int(x[row, col])} of feature column {col} (row {row}) is outside its embedding "
                          f"table of {int(sizes[col])} rows")
-    table = torch.cat(weights)
-    codes = torch.zeros(x.size(0), rows, dtype=table.dtype).scatter_(1, x + (sizes.cumsum(0) - sizes), 1.0)
-    return codes @ table
+    return _SummedEmbeddings.apply(x, *weights)
 
 
 class AtomFeatureEncoder(AtomEncoder):

@@ -1,10 +1,9 @@
-"""Summed embeddings (OGB's atom and bond encoders, ColumnEmbedding): the one-hot product equals the look-ups."""
+"""Summed embeddings (OGB's atom and bond encoders, ColumnEmbedding): the embedding bag equals the look-ups."""
 import pytest
 import torch
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 
-from gea_graph.models import encoders
 from gea_graph.models.encoders import (
     AtomFeatureEncoder,
     BondFeatureEncoder,
@@ -18,13 +17,17 @@ def _features(n: int, dims: list[int], seed: int = 0) -> torch.Tensor:
     return torch.stack([torch.randint(0, d, (n, ), generator=g) for d in dims], 1)
 
 
+def _lookups(x, tables):
+    return sum(torch.nn.functional.embedding(x[:, i], t) for i, t in enumerate(tables))
+
+
 @pytest.mark.parametrize("n", [0, 1, 37])
-def test_one_hot_product_equals_the_lookups_with_gradients(n):
+def test_embedding_bag_equals_the_lookups_with_gradients(n):
     dims = [7, 1, 3, 12]
     tables = [torch.randn(d, 5, dtype=torch.float64, requires_grad=True) for d in dims]
     x = _features(n, dims)
     out = summed_embeddings(x, tables)
-    ref = sum(torch.nn.functional.embedding(x[:, i], t) for i, t in enumerate(tables))
+    ref = _lookups(x, tables)
     torch.testing.assert_close(out, ref)
     if n:
         g = torch.randn_like(out)
@@ -32,21 +35,36 @@ def test_one_hot_product_equals_the_lookups_with_gradients(n):
             torch.testing.assert_close(mine, theirs)
 
 
-def test_wide_tables_take_the_lookups(monkeypatch):
-    # above ONE_HOT_MAX_ROWS rows (and on GPUs, compiled, under autocast) the look-ups run; same function
+def test_a_broadcast_gradient_and_a_frozen_table():
+    # a sum's gradient reaches the backward as a stride-0 tensor; a table without grad gets none
+    dims = [300, 4, 300]
+    tables = [torch.randn(d, 3, dtype=torch.float64, requires_grad=i != 1) for i, d in enumerate(dims)]
+    x = _features(50, dims)
+    trained = [tables[0], tables[2]]
+    mine = torch.autograd.grad(summed_embeddings(x, tables).sum(), trained)
+    theirs = torch.autograd.grad(_lookups(x, tables).sum(), trained)
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_lookup_path_computes_the_same_function():
+    # GPUs, torch.compile and autocast take the look-ups: the same sums and gradients as the bag
     dims = [300, 300]
-    tables = [torch.randn(d, 4, dtype=torch.float64) for d in dims]
+    tables = [torch.randn(d, 4, dtype=torch.float64, requires_grad=True) for d in dims]
     x = _features(11, dims)
-    ref = tables[0][x[:, 0]] + tables[1][x[:, 1]]
-    torch.testing.assert_close(summed_embeddings(x, tables), ref)
-    monkeypatch.setattr(encoders, "ONE_HOT_MAX_ROWS", 10 ** 6)
-    torch.testing.assert_close(summed_embeddings(x, tables), ref)
+    bag = summed_embeddings(x, tables)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # embeddings keep their float64 under autocast
+        lookups = summed_embeddings(x, tables)
+    torch.testing.assert_close(bag, lookups)
+    g = torch.randn_like(bag)
+    for a, b in zip(torch.autograd.grad(bag, tables, g), torch.autograd.grad(lookups, tables, g)):
+        torch.testing.assert_close(a, b)
 
 
 @pytest.mark.parametrize("bad", [-1, 3])
 def test_an_index_outside_its_table_is_an_index_error(bad):
-    # the one-hot codes of consecutive tables share one row space: an index past its own table must not silently
-    # pick the next table's row
+    # the stacked tables share one row space: an index past its own table must not silently pick the next
+    # table's row
     x = torch.tensor([[0, 1], [2, bad]])
     with pytest.raises(IndexError, match=rf"index {bad} of feature column 1 \(row 1\) is outside its embedding "
                                          r"table of 3 rows"):

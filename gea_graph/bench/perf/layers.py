@@ -84,7 +84,7 @@ RECIPE_GRAPHS, RECIPE_CHANNELS = 128, 128
 
 def encoder_rows(settings: Settings) -> list[Row]:
     r"""OGB's atom and bond encoders as the models build them (:class:`~gea_graph.models.encoders.AtomFeatureEncoder`,
-    :class:`~gea_graph.models.encoders.BondFeatureEncoder`: the sum of the embeddings as one one-hot product on CPU)
+    :class:`~gea_graph.models.encoders.BondFeatureEncoder`: the sum of the embeddings as one embedding bag on CPU)
     vs OGB's own classes (one look-up per feature column), the same weights, on the OGB features of a Peptides-func
     batch of :data:`RECIPE_GRAPHS` graphs, forward + backward."""
     from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
