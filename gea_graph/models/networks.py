@@ -165,8 +165,13 @@ class GEAETModel(GraphModel):
             sizes["max_num_nodes"] = max_num_nodes
             if self.layers[0].attention is not None:  # one plan per batch, shared by the layers
                 sizes["plan"] = attention_plan(batch, x.size(0), max_num_nodes, node_counts)
+        edge_index = batch.edge_index
+        if torch.compiler.is_compiling():
+            # A copy whose rows the compiled backward saves apart: inductor (torch 2.13, dynamic shapes) fixes the
+            # stride of a saved [2, E] input to its first batch's and fails on the next (tests/nn/test_compile.py)
+            edge_index = torch.stack(edge_index.unbind())
         for layer in self.layers:
-            x, edge_attr = layer(x, batch.edge_index, edge_attr, batch.batch, **sizes)
+            x, edge_attr = layer(x, edge_index, edge_attr, batch.batch, **sizes)
         return x, None
 
 

@@ -398,9 +398,10 @@ class GraphToken(Module):
         r"""The token's bias on a graph of ``size`` rows, the token first: ``[1, H, L, L]``, the
         per-head distance on row 0 (token -> all) and on column 0 of the other rows
         (node -> token), 0 elsewhere."""
-        pattern = torch.zeros(size, size, dtype=self.distance.dtype, device=self.distance.device)
-        pattern[0, :] = 1.0
-        pattern[1:, 0] = 1.0
+        # Compared, not written into by slices: inductor (torch 2.13) cannot lower a slice assignment of a
+        # data-dependent size (tests/train/test_compile_training.py)
+        index = torch.arange(size, device=self.distance.device)
+        pattern = ((index == 0).unsqueeze(1) | (index == 0).unsqueeze(0)).to(self.distance.dtype)
         return self.distance.view(1, -1, 1, 1) * pattern
 
     def prepend(self, x: Tensor, batch: Tensor, ptr: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

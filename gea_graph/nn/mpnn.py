@@ -169,7 +169,9 @@ def gcn_norm_dense_loops(edge_index: Tensor, num_nodes: int,
     Returns ``(edge_index [2, E + N], edge_weight [E + N])``."""
     dtype = dtype or torch.get_default_dtype()
     loop = torch.arange(num_nodes, device=edge_index.device)
-    index = torch.cat([edge_index, loop.unsqueeze(0).expand(2, -1)], dim=1)
+    # Rows stacked, not one cat along dim 1: inductor (torch 2.13, dynamic shapes) fixes the stride of such a cat,
+    # saved for backward, to its first batch's and fails on the next (tests/train/test_compile_training.py).
+    index = torch.stack([torch.cat([edge_index[0], loop]), torch.cat([edge_index[1], loop])])
     weight = torch.cat([(edge_index[0] != edge_index[1]).to(dtype),
                         torch.ones(num_nodes, dtype=dtype, device=edge_index.device)])
     deg = weight.new_zeros(num_nodes).index_add_(0, index[1], weight)  # >= 1: every node has a loop

@@ -121,11 +121,12 @@ def _put(dst: Tensor, n: int, where: Tensor | int, value: Tensor) -> None:
         dst.index_copy_(0, where, value.transpose(1, 2).reshape(-1, *dst.shape[1:]))
 
 
-def _lse_block(lse: Tensor, n: int, rows: slice) -> Tensor:
-    # The log-sum-exp of one size class, [m, H, n], a contiguous view of lse [H, N]: lse holds the kernels' outputs
-    # class after class (the order of _size_classes), not in row order, so that backward reads them without a copy.
-    H = lse.size(0)
-    return lse.view(-1)[rows.start * H:rows.stop * H].view(-1, H, n)
+def _lse_block(lse: Tensor, H: int, n: int, rows: slice) -> Tensor:
+    # The log-sum-exp of one size class, [m, H, n], a contiguous view of the flat lse [H N]: lse holds the kernels'
+    # outputs class after class (the order of _size_classes), not in row order, so that backward reads them without a
+    # copy. Flat, not [H, N]: inductor (torch 2.13, dynamic shapes) fixes the stride of a saved [H, N] tensor to its
+    # first batch's and fails on the next (tests/nn/test_compile.py).
+    return lse[rows.start * H:rows.stop * H].view(-1, H, n)
 
 
 @torch.library.custom_op("gea_graph::packed_attention", mutates_args=(), device_types="cpu")
@@ -136,13 +137,13 @@ def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: flo
     N, _, H, D = qkv.shape
     q, k, v = qkv.unbind(1)
     out = qkv.new_empty(N, H, D)
-    lse = qkv.new_empty(H, N, dtype=_lse_dtype(qkv.dtype))
+    lse = qkv.new_empty(H * N, dtype=_lse_dtype(qkv.dtype))
     if dropout_p == 0.0:
         for n, where, rows in _batch_size_classes.get(ptr, N):  # one flash call per graph size
             o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 _rows(q, n, where), _rows(k, n, where), _rows(v, n, where), scale=scale)
             _put(out, n, where, o)
-            _lse_block(lse, n, rows).copy_(m)
+            _lse_block(lse, H, n, rows).copy_(m)
         return out, lse
     gen = _generator(seed)
     # attention dropout: the flash kernel's math, one call per graph size
@@ -152,20 +153,20 @@ def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: flo
         m = torch.logsumexp(scores, dim=-1)
         keep = scaled_keep_mask(scores.shape, dropout_p, qkv.dtype, gen)
         _put(out, n, where, torch.matmul(scores.sub_(m.unsqueeze(-1)).exp_().mul_(keep), vg))
-        _lse_block(lse, n, rows).copy_(m)
+        _lse_block(lse, H, n, rows).copy_(m)
     return out, lse
 
 
 @_packed_attention_cpu.register_fake
 def _(qkv, ptr, scale, dropout_p, seed):
     N, _, H, D = qkv.shape
-    return qkv.new_empty(N, H, D), qkv.new_empty(H, N, dtype=_lse_dtype(qkv.dtype))
+    return qkv.new_empty(N, H, D), qkv.new_empty(H * N, dtype=_lse_dtype(qkv.dtype))
 
 
 @torch.library.custom_op("gea_graph::packed_attention_backward", mutates_args=(), device_types="cpu")
 def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, ptr: Tensor, scale: float,
                                    dropout_p: float, seed: Tensor | None) -> Tensor:
-    N = qkv.size(0)
+    N, H = qkv.size(0), qkv.size(2)
     q, k, v = qkv.unbind(1)
     # Every row belongs to a non-empty graph (ptr covers 0..N), and each size class writes all its graphs' rows.
     dqkv = torch.empty_like(qkv, memory_format=torch.contiguous_format)
@@ -174,7 +175,7 @@ def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: 
         for n, where, rows in _batch_size_classes.get(ptr, N):
             grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 _rows(grad, n, where), _rows(q, n, where), _rows(k, n, where), _rows(v, n, where),
-                _rows(out, n, where), _lse_block(lse, n, rows), 0.0, False, scale=scale)
+                _rows(out, n, where), _lse_block(lse, H, n, rows), 0.0, False, scale=scale)
             for acc, g in zip((dq, dk, dv), grads):
                 _put(acc, n, where, g)
         return dqkv
@@ -182,7 +183,7 @@ def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: 
     # the flash backward's math, with the forward's keep masks redrawn
     for n, where, rows in _batch_size_classes.get(ptr, N):
         qg, kg, vg, go = (_rows(t, n, where) for t in (q, k, v, grad))  # [m, H, n, D]
-        probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_block(lse, n, rows).unsqueeze(-1))
+        probs = torch.matmul(qg, kg.transpose(-1, -2)).mul_(scale).sub_(_lse_block(lse, H, n, rows).unsqueeze(-1))
         probs = probs.exp_()
         keep = scaled_keep_mask(probs.shape, dropout_p, qkv.dtype, gen)
         _put(dv, n, where, torch.matmul((probs * keep).transpose(-1, -2), go))
