@@ -360,7 +360,7 @@ def test_packed_attention_exports():
     x, _, ptr = packed_batch()
     program = torch.export.export(Wrapper(), (x, ptr), dynamic_shapes={
         "x": {0: torch.export.Dim("nodes")}, "ptr": {0: torch.export.Dim("graphs_plus_one")}})
-    assert "gea_graph.packed_attention" in str(program.graph)
+    assert "gea_graph.packed_flash_attention" in str(program.graph)
     x2, _, ptr2 = packed_batch((4, 9, 1), seed=1)
     torch.testing.assert_close(program.module()(x2, ptr2), Wrapper()(x2, ptr2))
 

@@ -9,7 +9,7 @@ owning rows ``ptr[i]:ptr[i+1]``. :func:`packed_attention` computes, per graph an
 doing :math:`\sum_i N_i^2` work instead of the padded batch's :math:`B\,N_{\max}^2`. The kernel depends on the
 device (:func:`packed_backend`):
 
-* **CPU** (``"cpu_flash"``): the custom operator ``gea_graph::packed_attention`` (:func:`torch.library.custom_op`)
+* **CPU** (``"cpu_flash"``): the custom operator ``gea_graph::packed_flash_attention`` (:func:`torch.library.custom_op`)
   whose forward and backward loop ATen's CPU flash-attention kernels over the graphs, unpadded: one call per graph
   size (the graphs of one size gathered into one batched call; a size one graph has is a view, no copy; empty
   graphs are skipped). With attention dropout in training (the flash kernel has none) it runs, one batched call
@@ -129,7 +129,9 @@ def _lse_block(lse: Tensor, H: int, n: int, rows: slice) -> Tensor:
     return lse[rows.start * H:rows.stop * H].view(-1, H, n)
 
 
-@torch.library.custom_op("gea_graph::packed_attention", mutates_args=(), device_types="cpu")
+# Named anew when its log-sum-exp became flat (it was [H, N] as ``gea_graph::packed_attention``): inductor's caches and
+# exported programs key on the name, and a graph built for the old layout fails on the new one.
+@torch.library.custom_op("gea_graph::packed_flash_attention", mutates_args=(), device_types="cpu")
 def _packed_attention_cpu(qkv: Tensor, ptr: Tensor, scale: float, dropout_p: float,
                           seed: Tensor | None) -> tuple[Tensor, Tensor]:
     # qkv [N, 3, H, D] (the fused projection's layout), so that backward returns one [N, 3, H, D] gradient: separate
@@ -163,7 +165,7 @@ def _(qkv, ptr, scale, dropout_p, seed):
     return qkv.new_empty(N, H, D), qkv.new_empty(H * N, dtype=_lse_dtype(qkv.dtype))
 
 
-@torch.library.custom_op("gea_graph::packed_attention_backward", mutates_args=(), device_types="cpu")
+@torch.library.custom_op("gea_graph::packed_flash_attention_backward", mutates_args=(), device_types="cpu")
 def _packed_attention_cpu_backward(grad: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, ptr: Tensor, scale: float,
                                    dropout_p: float, seed: Tensor | None) -> Tensor:
     N, H = qkv.size(0), qkv.size(2)
