@@ -168,7 +168,8 @@ class GEAETModel(GraphModel):
         edge_index = batch.edge_index
         if torch.compiler.is_compiling():
             # A copy whose rows the compiled backward saves apart: inductor (torch 2.13, dynamic shapes) fixes the
-            # stride of a saved [2, E] input to its first batch's and fails on the next (tests/train/test_compile_training.py)
+            # stride of a saved [2, E] input to its first batch's and fails on the next
+            # (tests/train/test_compile_training.py)
             edge_index = torch.stack(edge_index.unbind())
         for layer in self.layers:
             x, edge_attr = layer(x, edge_index, edge_attr, batch.batch, **sizes)
