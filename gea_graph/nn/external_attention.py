@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.nn import Linear, Module
 
-from gea_graph.nn import sync_census
+from gea_graph.nn import native, sync_census
 
 NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
@@ -304,6 +304,83 @@ class _ExternalUnits(torch.autograd.Function):
         return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None, None
 
 
+def _padded(w: Tensor, rows: int, cols: int) -> Tensor:
+    # w [r, c] as a zero-padded contiguous [rows, cols] (a kernel row is a vector of a power-of-two width).
+    out = w.new_zeros(rows, cols)
+    out[:w.size(0), :w.size(1)] = w
+    return out
+
+
+def _kernel_for(x: Tensor, heads: int, units: int, eps: float | None) -> Any:
+    # The native kernel where it applies: float32 on CPU, eager, with eps (eps=None's log-space rows stay in
+    # PyTorch); None elsewhere (GPU, float64, compiling, a sync census, no compiler).
+    if (x.device.type != "cpu" or x.dtype != torch.float32 or eps is None or torch.compiler.is_compiling()
+            or sync_census.counting()):
+        return None
+    return native.external_units_kernel(x.size(1), units, heads)
+
+
+class _FusedExternalUnits(torch.autograd.Function):
+    r"""The math of :class:`_ExternalUnits` (same equations, same saved quantities but :math:`\alpha` for
+    :math:`\rho`) in the native kernel ``kernels/external_units.c``: forward and backward are two or three passes
+    over the rows each, the key and value products done row by row in vector registers, so no intermediate
+    ``[M H, S]`` tensor is read back from memory by a separate operator. The softmax always subtracts each
+    group's maximum (exact for any logits); exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, kernel: Any, heads: int, index: Tensor | None, num_groups: int,
+                w_k: Tensor, b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None,
+                eps: float) -> tuple[Tensor, Tensor]:
+        S, D = w_k.shape
+        R = x.size(0)
+        groups = num_groups if index is not None else 1
+        vd, vs = native.lanes(D), native.lanes(S)
+        x = x.contiguous()
+        if index is not None:
+            index = index.contiguous() if index.dtype == torch.long else index.long()
+            low, high = torch.aminmax(index)  # the kernel indexes with these: check them as index_add_ would
+            if int(low) < 0 or int(high) >= groups:
+                raise IndexError(f"group index out of range [0, {groups}): found {int(low)}..{int(high)}")
+        w_kt = _padded(w_k.detach().t(), D, vs)
+        w_vt = _padded(w_v.detach().t(), S, vd)
+        b = None if b_v is None else _padded(b_v.detach().view(1, D), 1, vd)
+        p, alpha, out = x.new_empty(R, S), x.new_empty(R, S), x.new_empty(R, D)
+        work = x.new_empty(2, groups * heads, vs)
+        kernel.gea_forward(R // heads, groups, x.data_ptr(), None if index is None else index.data_ptr(),
+                           w_kt.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(), eps,
+                           p.data_ptr(), alpha.data_ptr(), out.data_ptr(), work.data_ptr())
+        ctx.save_for_backward(x, index, w_k, w_v, p, alpha)
+        ctx.kernel, ctx.heads, ctx.groups = kernel, heads, groups
+        ctx.has_bias = (b_k is not None, b_v is not None)
+        ctx.mark_non_differentiable(alpha)
+        ctx.set_materialize_grads(False)
+        return out, alpha
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor | None, _ga: Any) -> tuple[Any, ...]:
+        x, index, w_k, w_v, p, alpha = ctx.saved_tensors
+        if grad is None:  # only alpha was used
+            return (None, ) * 10
+        S, D = w_k.shape
+        vd, vs = native.lanes(D), native.lanes(S)
+        grad = grad.contiguous()  # a broadcast gradient (a sum's) is materialised once
+        grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
+        grad_w_kt, grad_w_v = x.new_empty(D, vs), x.new_empty(D, vs)
+        grad_b = x.new_empty(vd)
+        w_kp = _padded(w_k.detach(), S, vd)
+        w_vp = _padded(w_v.detach(), D, vs)
+        s = x.new_empty(x.size(0), vs)
+        work = x.new_empty(ctx.groups * ctx.heads, vs)
+        ctx.kernel.gea_backward(x.size(0) // ctx.heads, ctx.groups, x.data_ptr(),
+                                None if index is None else index.data_ptr(), w_kp.data_ptr(), w_vp.data_ptr(),
+                                p.data_ptr(), alpha.data_ptr(), grad.data_ptr(),
+                                None if grad_x is None else grad_x.data_ptr(), grad_w_kt.data_ptr(),
+                                grad_w_v.data_ptr(), grad_b.data_ptr(), s.data_ptr(), work.data_ptr())
+        grad_b_k = w_k.new_zeros(S) if ctx.has_bias[0] else None  # sum(G_a) = 0: the key bias cancels
+        return (grad_x, None, None, None, None, grad_w_kt[:, :S].t(), grad_b_k, grad_w_v[:, :S],
+                grad_b[:D] if ctx.has_bias[1] else None, None)
+
+
 def _external_units_traced(x: Tensor, heads: int, index: Tensor | None, num_groups: int,
                            w_k: Tensor, w_v: Tensor, b_v: Tensor | None,
                            eps: float | None) -> tuple[Tensor, Tensor]:
@@ -547,6 +624,9 @@ class ExternalAttention(Module):
             if torch.compiler.is_compiling():
                 out, alpha = _external_units_traced(x, self.heads, index, num_groups or 0,
                                                     args[1], args[3], args[4], self.eps)
+            elif (kernel := _kernel_for(x, self.heads, key.out_features, self.eps)) is not None:
+                out, alpha = _FusedExternalUnits.apply(x, kernel, self.heads, index, num_groups or 0,
+                                                       *args[1:], self.eps)
             else:
                 out, alpha = _ExternalUnits.apply(x, self.heads, index, num_groups or 0,
                                                   *args[1:], self.eps, need_attention)

@@ -370,10 +370,11 @@ def test_eps_none_is_exact_where_the_authors_formula_underflows(grouped):
 @pytest.mark.parametrize("cfg", [{}, {"norm_scope": "batch"}, {"eps": None},
                                  {"edge_units": True, "shared_unit": True, "edge_head_split": "strided"}])
 def test_unshifted_exponentials_match_the_shifted_softmax(cfg, monkeypatch):
-    """CPU eager takes GEA's exponentials unshifted when every logit is within range; the per-group max shift
-    (GPU, torch.compile, large logits) gives the same outputs and gradients, in float32 to 1e-5."""
+    """CPU eager (PyTorch path) takes GEA's exponentials unshifted when every logit is within range; the per-group
+    max shift (GPU, torch.compile, large logits) gives the same outputs and gradients, in float32 to 1e-5."""
     import gea_graph.nn.external_attention as ea_module
 
+    monkeypatch.setenv("GEA_GRAPH_NATIVE", "0")  # the PyTorch path (the native kernel always shifts)
     torch.manual_seed(0)
     m = ExternalAttention(16, heads=4, **cfg)
     x, batch, ei, ea = _batch([5, 1, 9, 3], 16, dtype=torch.float32)
@@ -401,10 +402,11 @@ def test_unshifted_exponentials_match_the_shifted_softmax(cfg, monkeypatch):
                                  {"edge_units": True, "shared_unit": True, "edge_head_split": "strided"}])
 @pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: some chunks hold logits out of the unshifted range
 def test_chunked_node_matches_one_chunk(cfg, scale, monkeypatch):
-    """On CPU the autograd node works through the rows a chunk at a time (CHUNK_ROWS); chunks of a few rows,
+    """On CPU the PyTorch path works through the rows a chunk at a time (CHUNK_ROWS); chunks of a few rows,
     cutting through graphs, give the outputs, attention maps and gradients of a single chunk."""
     import gea_graph.nn.external_attention as ea_module
 
+    monkeypatch.setenv("GEA_GRAPH_NATIVE", "0")
     torch.manual_seed(0)
     m = ExternalAttention(16, heads=4, **cfg)
     x, batch, ei, ea = _batch([5, 1, 9, 3, 7], 16, dtype=torch.float32)
