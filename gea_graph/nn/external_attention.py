@@ -321,11 +321,13 @@ def _kernel_for(x: Tensor, heads: int, units: int, eps: float | None) -> Any:
 
 
 class _FusedExternalUnits(torch.autograd.Function):
-    r"""The math of :class:`_ExternalUnits` (same equations, same saved quantities but :math:`\alpha` for
-    :math:`\rho`) in the native kernel ``kernels/external_units.c``: forward and backward are two or three passes
-    over the rows each, the key and value products done row by row in vector registers, so no intermediate
-    ``[M H, S]`` tensor is read back from memory by a separate operator. The softmax always subtracts each
-    group's maximum (exact for any logits); exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0."""
+    r"""The math of :class:`_ExternalUnits` (same equations; :math:`\alpha` is saved instead of :math:`\rho`) in
+    the native kernel ``kernels/external_units.c``: three passes over the rows forward and two backward, the key
+    and value products done row by row in vector registers, so that no ``[M H, S]`` intermediate goes through
+    memory between separate operators. The kernel runs on one thread: its passes are bound by memory traffic, and
+    splitting them over two threads (node ranges, per-range sums combined between passes) was measured slower on
+    two cores (docs/performance.md). The softmax always subtracts each group's maximum (exact for any logits);
+    exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, kernel: Any, heads: int, index: Tensor | None, num_groups: int,
@@ -345,10 +347,13 @@ class _FusedExternalUnits(torch.autograd.Function):
         w_vt = _padded(w_v.detach().t(), S, vd)
         b = None if b_v is None else _padded(b_v.detach().view(1, D), 1, vd)
         p, alpha, out = x.new_empty(R, S), x.new_empty(R, S), x.new_empty(R, D)
-        work = x.new_empty(2, groups * heads, vs)
-        kernel.gea_forward(R // heads, groups, x.data_ptr(), None if index is None else index.data_ptr(),
-                           w_kt.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(), eps,
-                           p.data_ptr(), alpha.data_ptr(), out.data_ptr(), work.data_ptr())
+        maxima, sums = x.new_empty(2, groups * heads, vs).unbind()
+        n, ix = R // heads, None if index is None else index.data_ptr()
+        kernel.gea_forward_logits(0, n, groups, x.data_ptr(), ix, w_kt.data_ptr(), p.data_ptr(), maxima.data_ptr())
+        kernel.gea_forward_exp(0, n, groups, ix, maxima.data_ptr(), p.data_ptr(), sums.data_ptr())
+        inv_sums = sums.reciprocal_()
+        kernel.gea_forward_out(0, n, ix, inv_sums.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(),
+                               eps, p.data_ptr(), alpha.data_ptr(), out.data_ptr())
         ctx.save_for_backward(x, index, w_k, w_v, p, alpha)
         ctx.kernel, ctx.heads, ctx.groups = kernel, heads, groups
         ctx.has_bias = (b_k is not None, b_v is not None)
@@ -362,20 +367,21 @@ class _FusedExternalUnits(torch.autograd.Function):
         if grad is None:  # only alpha was used
             return (None, ) * 10
         S, D = w_k.shape
+        H, kernel = ctx.heads, ctx.kernel
         vd, vs = native.lanes(D), native.lanes(S)
         grad = grad.contiguous()  # a broadcast gradient (a sum's) is materialised once
         grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
-        grad_w_kt, grad_w_v = x.new_empty(D, vs), x.new_empty(D, vs)
-        grad_b = x.new_empty(vd)
         w_kp = _padded(w_k.detach(), S, vd)
         w_vp = _padded(w_v.detach(), D, vs)
         s = x.new_empty(x.size(0), vs)
-        work = x.new_empty(ctx.groups * ctx.heads, vs)
-        ctx.kernel.gea_backward(x.size(0) // ctx.heads, ctx.groups, x.data_ptr(),
-                                None if index is None else index.data_ptr(), w_kp.data_ptr(), w_vp.data_ptr(),
-                                p.data_ptr(), alpha.data_ptr(), grad.data_ptr(),
-                                None if grad_x is None else grad_x.data_ptr(), grad_w_kt.data_ptr(),
-                                grad_w_v.data_ptr(), grad_b.data_ptr(), s.data_ptr(), work.data_ptr())
+        sums = x.new_empty(ctx.groups * H, vs)
+        grad_w_v, grad_w_kt = x.new_empty(2, D, vs).unbind()
+        grad_b = x.new_empty(vd)
+        n, ix = x.size(0) // H, None if index is None else index.data_ptr()
+        kernel.gea_backward_s(0, n, ctx.groups, ix, w_vp.data_ptr(), alpha.data_ptr(), grad.data_ptr(),
+                              s.data_ptr(), sums.data_ptr(), grad_w_v.data_ptr(), grad_b.data_ptr())
+        kernel.gea_backward_x(0, n, x.data_ptr(), ix, w_kp.data_ptr(), p.data_ptr(), s.data_ptr(), sums.data_ptr(),
+                              None if grad_x is None else grad_x.data_ptr(), grad_w_kt.data_ptr())
         grad_b_k = w_k.new_zeros(S) if ctx.has_bias[0] else None  # sum(G_a) = 0: the key bias cancels
         return (grad_x, None, None, None, None, grad_w_kt[:, :S].t(), grad_b_k, grad_w_v[:, :S],
                 grad_b[:D] if ctx.has_bias[1] else None, None)

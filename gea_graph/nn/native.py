@@ -88,9 +88,15 @@ def external_units_kernel(head_channels: int, units: int, heads: int) -> ctypes.
                           "ExternalAttention runs its PyTorch path on CPU", RuntimeWarning, stacklevel=3)
             lib = None
         if lib is not None:
-            lib.gea_forward.argtypes = [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P]
-            lib.gea_forward.restype = None
-            lib.gea_backward.argtypes = [_I, _I] + [_P] * 13
-            lib.gea_backward.restype = None
+            signatures = {
+                "gea_forward_logits": [_I, _I, _I, _P, _P, _P, _P, _P],
+                "gea_forward_exp": [_I, _I, _I, _P, _P, _P, _P],
+                "gea_forward_out": [_I, _I, _P, _P, _P, _P, _F, _P, _P, _P],
+                "gea_backward_s": [_I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+                "gea_backward_x": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+            }
+            for name, argtypes in signatures.items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = argtypes, None
         _LOADED[key] = lib
         return lib

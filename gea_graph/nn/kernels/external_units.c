@@ -9,13 +9,19 @@
  * backward: for the incoming gradient G of out, with Ga = G Wv:
  *           s = alpha * (Ga - <Ga, alpha>), ga = s - p * sum_group(s),
  *           dWv = G^T alpha, dbv = sum G, dWk = ga^T x, dx = ga Wk.
+ *
+ * Each pass runs over the nodes [n0, n1) and writes its per-group (or per-weight) sums into its own partial
+ * buffer, so that the caller can run the passes of disjoint node ranges on several threads and combine the
+ * partials between passes (a maximum or a sum over the ranges, in a fixed order).
  */
 #include <stdint.h>
 #include <string.h>
 
-typedef float vs_t __attribute__((vector_size(VS * sizeof(float))));
-typedef float vd_t __attribute__((vector_size(VD * sizeof(float))));
-typedef int32_t vsi_t __attribute__((vector_size(VS * sizeof(float))));
+/* aligned(4): rows of a buffer sit at any float offset (unaligned vector loads cost nothing extra on the
+ * processors of the last decade) */
+typedef float vs_t __attribute__((vector_size(VS * sizeof(float)), aligned(4)));
+typedef float vd_t __attribute__((vector_size(VD * sizeof(float)), aligned(4)));
+typedef int32_t vsi_t __attribute__((vector_size(VS * sizeof(float)), aligned(4)));
 
 static const vs_t ZERO_S = {0}; /* ZERO_S + c broadcasts c */
 
@@ -28,10 +34,12 @@ static inline vs_t vmax(vs_t a, vs_t b) {
     return (vs_t)((m & (vsi_t)a) | (~m & (vsi_t)b));
 }
 
-static inline float hsum(vs_t v) {
-    float t = 0.0f;
-    for (int i = 0; i < VS; ++i) t += v[i];
-    return t;
+static inline float hsum(vs_t v) { /* pairwise: log2(VS) dependent adds, not VS */
+    float t[VS];
+    memcpy(t, &v, sizeof v);
+    for (int w = VS / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; ++i) t[i] += t[i + w];
+    return t[0];
 }
 
 /* e^x for x <= 0 (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-6 polynomial times 2^n), within
@@ -55,19 +63,15 @@ static inline vs_t exp_nonpositive(vs_t x) {
 
 #define GROUP(index, n) ((index) ? (index)[n] : 0)
 
-void gea_forward(int64_t N, int64_t G, const float *restrict x, const int64_t *restrict index,
-                 const float *restrict wkt /* [D][VS] */, const float *restrict wvt /* [S][VD] */,
-                 const float *restrict bv /* [VD] or NULL */, float eps, float *restrict p /* [N H][S] */,
-                 float *restrict alpha /* [N H][S] */, float *restrict out /* [N H][D] */,
-                 float *restrict work /* [2][G H][VS] */) {
+/* Forward 1: logits a = x Wk^T into p, and the per-group maxima of this range into mx [G H][VS]. */
+void gea_forward_logits(int64_t n0, int64_t n1, int64_t G, const float *restrict x, const int64_t *restrict index,
+                        const float *restrict wkt /* [D][VS] */, float *restrict p /* [N H][S] */,
+                        float *restrict mx_part) {
     vs_t wk[D];
-    vd_t wv[S], b;
     for (int d = 0; d < D; ++d) memcpy(&wk[d], wkt + d * VS, sizeof(vs_t));
-    for (int s = 0; s < S; ++s) memcpy(&wv[s], wvt + s * VD, sizeof(vd_t));
-    if (bv) memcpy(&b, bv, sizeof b); else memset(&b, 0, sizeof b);
-    vs_t *restrict mx = (vs_t *)work, *restrict z = mx + G * H;
-    for (int64_t i = 0; i < G * H; ++i) { mx[i] = ZERO_S - 3.40282347e38f; z[i] = ZERO_S; }
-    for (int64_t n = 0; n < N; ++n) { /* logits and their per-group maxima */
+    vs_t *restrict mx = (vs_t *)mx_part;
+    for (int64_t i = 0; i < G * H; ++i) mx[i] = ZERO_S - 3.40282347e38f;
+    for (int64_t n = n0; n < n1; ++n) {
         const float *xn = x + n * H * D;
         vs_t *m = mx + GROUP(index, n) * H;
         vs_t a[H];
@@ -76,7 +80,15 @@ void gea_forward(int64_t N, int64_t G, const float *restrict x, const int64_t *r
             for (int h = 0; h < H; ++h) a[h] += xn[h * D + d] * wk[d];
         for (int h = 0; h < H; ++h) { m[h] = vmax(m[h], a[h]); STORE(p + (n * H + h) * S, a[h], S); }
     }
-    for (int64_t n = 0; n < N; ++n) { /* shifted exponentials and their group sums */
+}
+
+/* Forward 2: e = exp(a - max) in place in p, and this range's group sums of e into z_part [G H][VS]. */
+void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict index,
+                     const float *restrict mx_all, float *restrict p, float *restrict z_part) {
+    const vs_t *restrict mx = (const vs_t *)mx_all;
+    vs_t *restrict z = (vs_t *)z_part;
+    for (int64_t i = 0; i < G * H; ++i) z[i] = ZERO_S;
+    for (int64_t n = n0; n < n1; ++n) {
         int64_t g = GROUP(index, n) * H;
         for (int h = 0; h < H; ++h) {
             vs_t a;
@@ -86,52 +98,63 @@ void gea_forward(int64_t N, int64_t G, const float *restrict x, const int64_t *r
             STORE(p + (n * H + h) * S, e, S);
         }
     }
-    for (int64_t i = 0; i < G * H; ++i) z[i] = 1.0f / z[i];
-    for (int64_t n = 0; n < N; ++n) { /* softmax, L1 step, value unit */
+}
+
+/* Forward 3: p = e / z (zinv = 1 / z of all ranges), alpha = p / (eps + sum_s p), out = alpha Wv^T + bv. */
+void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, const float *restrict zinv_all,
+                     const float *restrict wvt /* [S][VD] */, const float *restrict bv /* [VD] or NULL */,
+                     float eps, float *restrict p, float *restrict alpha, float *restrict out /* [N H][D] */) {
+    vd_t wv[S], b;
+    for (int s = 0; s < S; ++s) memcpy(&wv[s], wvt + s * VD, sizeof(vd_t));
+    if (bv) memcpy(&b, bv, sizeof b); else memset(&b, 0, sizeof b);
+    const vs_t *restrict zinv = (const vs_t *)zinv_all;
+    for (int64_t n = n0; n < n1; ++n) {
         int64_t g = GROUP(index, n) * H;
+        float qs[H][VS]; /* alpha as scalars: broadcast from memory (a lane of a register costs a shuffle) */
         for (int h = 0; h < H; ++h) {
             int64_t row = n * H + h;
             vs_t q;
             LOAD(q, p + row * S, S); /* padded lanes load as 0 and stay 0 */
-            q *= z[g + h];
+            q *= zinv[g + h];
             STORE(p + row * S, q, S);
             q *= 1.0f / (hsum(q) + eps);
             STORE(alpha + row * S, q, S);
-            vd_t o = b;
-            for (int s = 0; s < S; ++s) o += q[s] * wv[s];
-            STORE(out + row * D, o, D);
+            memcpy(qs[h], &q, sizeof q);
         }
+        vd_t o[H];
+        for (int h = 0; h < H; ++h) o[h] = b;
+        for (int s = 0; s < S; ++s) /* the heads' products interleaved: H independent chains */
+            for (int h = 0; h < H; ++h) o[h] += qs[h][s] * wv[s];
+        for (int h = 0; h < H; ++h) STORE(out + (n * H + h) * D, o[h], D);
     }
 }
 
-void gea_backward(int64_t N, int64_t G, const float *restrict x, const int64_t *restrict index,
-                  const float *restrict wkp /* [S][VD] */, const float *restrict wvp /* [D][VS] */,
-                  const float *restrict p, const float *restrict alpha, const float *restrict grad /* [N H][D] */,
-                  float *restrict gx /* [N H][D] or NULL */, float *restrict gwkt /* [D][VS] */,
-                  float *restrict gwv /* [D][VS] */, float *restrict gbv /* [VD] */,
-                  float *restrict sbuf /* [N H][VS] */, float *restrict work /* [G H][VS] */) {
-    vs_t wv[D], accv[D], acck[D];
-    vd_t wk[S], accb;
-    for (int d = 0; d < D; ++d) memcpy(&wv[d], wvp + d * VS, sizeof(vs_t));
-    for (int s = 0; s < S; ++s) memcpy(&wk[s], wkp + s * VD, sizeof(vd_t));
-    memset(accv, 0, sizeof accv);
-    memset(acck, 0, sizeof acck);
+/* Backward 1: s = alpha (Ga - <Ga, alpha>) into sbuf [N H][VS]; this range's group sums of s (t_part [G H][VS]),
+ * dWv (gwv_part [D][VS]) and dbv (gbv_part [VD]). */
+void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict index,
+                    const float *restrict wvp /* [D][VS] */, const float *restrict alpha,
+                    const float *restrict grad /* [N H][D] */, float *restrict sbuf, float *restrict t_part,
+                    float *restrict gwv_part, float *restrict gbv_part) {
+    vs_t wv[D], accv[D];
+    vd_t accb;
+    for (int d = 0; d < D; ++d) { memcpy(&wv[d], wvp + d * VS, sizeof(vs_t)); accv[d] = ZERO_S; }
     memset(&accb, 0, sizeof accb);
-    vs_t *restrict t = (vs_t *)work, *restrict sv = (vs_t *)sbuf;
-    memset(t, 0, G * H * sizeof(vs_t));
-    for (int64_t n = 0; n < N; ++n) { /* s = alpha (Ga - <Ga, alpha>), its group sums, dWv, dbv */
+    vs_t *restrict t = (vs_t *)t_part, *restrict sv = (vs_t *)sbuf;
+    for (int64_t i = 0; i < G * H; ++i) t[i] = ZERO_S;
+    for (int64_t n = n0; n < n1; ++n) {
         int64_t g = GROUP(index, n) * H;
-        vd_t gr[H];
+        const float *gn = grad + n * H * D;
         vs_t al[H], ga[H];
         for (int h = 0; h < H; ++h) {
-            LOAD(gr[h], grad + (n * H + h) * D, D);
+            vd_t gr;
+            LOAD(gr, gn + h * D, D);
             LOAD(al[h], alpha + (n * H + h) * S, S);
-            accb += gr[h];
+            accb += gr;
             ga[h] = ZERO_S;
         }
         for (int d = 0; d < D; ++d) {
             vs_t acc = accv[d];
-            for (int h = 0; h < H; ++h) { ga[h] += gr[h][d] * wv[d]; acc += gr[h][d] * al[h]; }
+            for (int h = 0; h < H; ++h) { ga[h] += gn[h * D + d] * wv[d]; acc += gn[h * D + d] * al[h]; }
             accv[d] = acc;
         }
         for (int h = 0; h < H; ++h) {
@@ -140,7 +163,21 @@ void gea_backward(int64_t N, int64_t G, const float *restrict x, const int64_t *
             sv[n * H + h] = s;
         }
     }
-    for (int64_t n = 0; n < N; ++n) { /* ga = s - p sum_group(s), dWk, dx */
+    memcpy(gwv_part, accv, sizeof accv);
+    memcpy(gbv_part, &accb, sizeof accb);
+}
+
+/* Backward 2: ga = s - p sum_group(s) (t_all: the sums of all ranges), this range's dWk^T (gwkt_part [D][VS])
+ * and dx (gx [N H][D], or NULL). */
+void gea_backward_x(int64_t n0, int64_t n1, const float *restrict x, const int64_t *restrict index,
+                    const float *restrict wkp /* [S][VD] */, const float *restrict p, const float *restrict sbuf,
+                    const float *restrict t_all, float *restrict gx, float *restrict gwkt_part) {
+    vs_t acck[D];
+    vd_t wk[S];
+    for (int s = 0; s < S; ++s) memcpy(&wk[s], wkp + s * VD, sizeof(vd_t));
+    for (int d = 0; d < D; ++d) acck[d] = ZERO_S;
+    const vs_t *restrict t = (const vs_t *)t_all, *restrict sv = (const vs_t *)sbuf;
+    for (int64_t n = n0; n < n1; ++n) {
         int64_t g = GROUP(index, n) * H;
         vs_t ga[H];
         for (int h = 0; h < H; ++h) {
@@ -155,14 +192,13 @@ void gea_backward(int64_t N, int64_t G, const float *restrict x, const int64_t *
             acck[d] = acc;
         }
         if (gx) {
-            for (int h = 0; h < H; ++h) {
-                vd_t o = wk[0] * ga[h][0];
-                for (int s = 1; s < S; ++s) o += ga[h][s] * wk[s];
-                STORE(gx + (n * H + h) * D, o, D);
-            }
+            float gs[H][VS];
+            vd_t o[H];
+            for (int h = 0; h < H; ++h) { memcpy(gs[h], &ga[h], sizeof ga[h]); memset(&o[h], 0, sizeof o[h]); }
+            for (int s = 0; s < S; ++s)
+                for (int h = 0; h < H; ++h) o[h] += gs[h][s] * wk[s];
+            for (int h = 0; h < H; ++h) STORE(gx + (n * H + h) * D, o[h], D);
         }
     }
-    memcpy(gwkt, acck, sizeof acck);
-    memcpy(gwv, accv, sizeof accv);
-    memcpy(gbv, &accb, sizeof accb);
+    memcpy(gwkt_part, acck, sizeof acck);
 }
