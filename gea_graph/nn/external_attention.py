@@ -496,9 +496,11 @@ class ExternalAttention(Module):
       The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
-      backward (float32 at least, autocast off inside), which on CPU works through the rows in
-      cache-sized chunks; under :func:`torch.compile` the same math runs as plain ops and the
-      compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
+      backward (float32 at least, autocast off inside). On CPU in float32 with :obj:`eps` set that
+      node is a native kernel (``kernels/external_units.c``, compiled at first use, see
+      :mod:`gea_graph.nn.native`; ``GEA_GRAPH_NATIVE=0`` turns it off); elsewhere PyTorch ops,
+      which on CPU work through the rows in cache-sized chunks; under :func:`torch.compile` the
+      same math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
       constant within each softmax column and cancels (kept as a parameter, as in the paper's
       counts). The per-graph softmax subtracts each graph's maximum (see
       :func:`_softmax_rows`): no host sync, so the layer compiles with :func:`torch.compile`
