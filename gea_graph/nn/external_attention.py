@@ -311,11 +311,10 @@ def _padded(w: Tensor, rows: int, cols: int) -> Tensor:
     return out
 
 
-def _kernel_for(x: Tensor, heads: int, units: int, eps: float | None) -> Any:
-    # The native kernel where it applies: float32 on CPU, eager, with eps (eps=None's log-space rows stay in
-    # PyTorch); None elsewhere (GPU, float64, compiling, a sync census, no compiler).
-    if (x.device.type != "cpu" or x.dtype != torch.float32 or eps is None or torch.compiler.is_compiling()
-            or sync_census.counting()):
+def _kernel_for(x: Tensor, heads: int, units: int) -> Any:
+    # The native kernel where it applies: float32 on CPU in eager mode; None elsewhere (GPU, float64, a sync
+    # census, which counts what a GPU would do, no compiler).
+    if x.device.type != "cpu" or x.dtype != torch.float32 or sync_census.counting():
         return None
     return native.external_units_kernel(x.size(1), units, heads)
 
@@ -327,12 +326,14 @@ class _FusedExternalUnits(torch.autograd.Function):
     memory between separate operators. The kernel runs on one thread: its passes are bound by memory traffic, and
     splitting them over two threads (node ranges, per-range sums combined between passes) was measured slower on
     two cores (docs/performance.md). The softmax always subtracts each group's maximum (exact for any logits);
-    exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0."""
+    exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0. With :obj:`eps=None`, a row whose softmax
+    values all underflow takes :math:`\alpha = \mathrm{softmax}_s(\log p)` from its logits, as in
+    :func:`_l1_without_eps`."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, kernel: Any, heads: int, index: Tensor | None, num_groups: int,
                 w_k: Tensor, b_k: Tensor | None, w_v: Tensor, b_v: Tensor | None,
-                eps: float) -> tuple[Tensor, Tensor]:
+                eps: float | None) -> tuple[Tensor, Tensor]:
         S, D = w_k.shape
         R = x.size(0)
         groups = num_groups if index is not None else 1
@@ -353,7 +354,8 @@ class _FusedExternalUnits(torch.autograd.Function):
         kernel.gea_forward_exp(0, n, groups, ix, maxima.data_ptr(), p.data_ptr(), sums.data_ptr())
         inv_sums = sums.reciprocal_()
         kernel.gea_forward_out(0, n, ix, inv_sums.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(),
-                               eps, p.data_ptr(), alpha.data_ptr(), out.data_ptr())
+                               -1.0 if eps is None else eps, x.data_ptr(), w_kt.data_ptr(), maxima.data_ptr(),
+                               p.data_ptr(), alpha.data_ptr(), out.data_ptr())
         ctx.save_for_backward(x, index, w_k, w_v, p, alpha)
         ctx.kernel, ctx.heads, ctx.groups = kernel, heads, groups
         ctx.has_bias = (b_k is not None, b_v is not None)
@@ -496,8 +498,8 @@ class ExternalAttention(Module):
       The softmax always runs in at least float32 (a softmax over thousands of nodes underflows
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
-      backward (float32 at least, autocast off inside). On CPU in float32 with :obj:`eps` set that
-      node is a native kernel (``kernels/external_units.c``, compiled at first use, see
+      backward (float32 at least, autocast off inside). On CPU in float32 that node is a native
+      kernel (``kernels/external_units.c``, compiled at first use, see
       :mod:`gea_graph.nn.native`; ``GEA_GRAPH_NATIVE=0`` turns it off); elsewhere PyTorch ops,
       which on CPU work through the rows in cache-sized chunks; under :func:`torch.compile` the
       same math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
@@ -632,7 +634,7 @@ class ExternalAttention(Module):
             if torch.compiler.is_compiling():
                 out, alpha = _external_units_traced(x, self.heads, index, num_groups or 0,
                                                     args[1], args[3], args[4], self.eps)
-            elif (kernel := _kernel_for(x, self.heads, key.out_features, self.eps)) is not None:
+            elif (kernel := _kernel_for(x, self.heads, key.out_features)) is not None:
                 out, alpha = _FusedExternalUnits.apply(x, kernel, self.heads, index, num_groups or 0,
                                                        *args[1:], self.eps)
             else:

@@ -60,7 +60,8 @@ def _build(source: str, defines: dict[str, int]) -> ctypes.CDLL:
             f.write(source)
         errors = ""
         for extra in (arch, []):
-            res = subprocess.run([cc, *flags, *extra, src, "-o", lib], capture_output=True, text=True, check=False)
+            res = subprocess.run([cc, *flags, *extra, src, "-o", lib, "-lm"], capture_output=True, text=True,
+                                 check=False)
             if res.returncode == 0:
                 # dlopen maps the file: it may be deleted once loaded.
                 return ctypes.CDLL(lib)
@@ -91,7 +92,7 @@ def external_units_kernel(head_channels: int, units: int, heads: int) -> ctypes.
             signatures = {
                 "gea_forward_logits": [_I, _I, _I, _P, _P, _P, _P, _P],
                 "gea_forward_exp": [_I, _I, _I, _P, _P, _P, _P],
-                "gea_forward_out": [_I, _I, _P, _P, _P, _P, _F, _P, _P, _P],
+                "gea_forward_out": [_I, _I, _P, _P, _P, _P, _F, _P, _P, _P, _P, _P, _P],
                 "gea_backward_s": [_I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
                 "gea_backward_x": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
             }

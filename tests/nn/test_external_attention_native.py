@@ -46,6 +46,8 @@ CASES = [
     {"channels": 12, "heads": 3, "units": 33, "edge_units": True},  # 33 units: 64 lanes, 31 of them padding
     {"channels": 8, "heads": 1, "bias": False},
     {"channels": 32, "heads": 8, "norm_scope": "batch", "edge_units": True},  # one group
+    {"channels": 64, "heads": 4, "eps": None},  # the authors' L1 step (GEAET paper copies)
+    {"channels": 32, "heads": 4, "eps": None, "norm_scope": "batch", "edge_units": True},
 ]
 
 

@@ -5,7 +5,9 @@
  * Rows are node-head pairs: row n * H + h is head h of node n. Groups are graphs (index[n], or one group).
  *
  * forward:  a = x Wk^T, p = softmax of a over each group's rows (per head and unit, shifted by the group's
- *           maximum), rho = eps + sum_s p, alpha = p / rho, out = alpha Wv^T + bv.
+ *           maximum), rho = eps + sum_s p, alpha = p / rho, out = alpha Wv^T + bv. Without eps (eps < 0), a row
+ *           whose sum of p is below FLT_MIN (all its values underflowed) takes alpha = softmax_s(log p_s), the
+ *           exact value of p / sum p, from its logits (log p = a - max - log z).
  * backward: for the incoming gradient G of out, with Ga = G Wv:
  *           s = alpha * (Ga - <Ga, alpha>), ga = s - p * sum_group(s),
  *           dWv = G^T alpha, dbv = sum G, dWk = ga^T x, dx = ga Wk.
@@ -14,6 +16,8 @@
  * buffer, so that the caller can run the passes of disjoint node ranges on several threads and combine the
  * partials between passes (a maximum or a sum over the ranges, in a fixed order).
  */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -100,10 +104,27 @@ void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict 
     }
 }
 
-/* Forward 3: p = e / z (zinv = 1 / z of all ranges), alpha = p / (eps + sum_s p), out = alpha Wv^T + bv. */
+/* alpha of a row whose p all underflowed (eps < 0 only): softmax over the S units of log p = a - max + log(1 / z),
+ * the logits recomputed from the row of x. */
+static void alpha_from_logits(const float *restrict xr, const float *restrict wkt, const float *restrict mx,
+                              const float *restrict zinv, float *restrict q) {
+    float l[S], top = -FLT_MAX, total = 0.0f;
+    for (int s = 0; s < S; ++s) {
+        float a = 0.0f;
+        for (int d = 0; d < D; ++d) a += xr[d] * wkt[d * VS + s];
+        l[s] = a - mx[s] + logf(zinv[s]);
+        top = l[s] > top ? l[s] : top;
+    }
+    for (int s = 0; s < S; ++s) { l[s] = expf(l[s] - top); total += l[s]; }
+    for (int s = 0; s < VS; ++s) q[s] = s < S ? l[s] / total : 0.0f;
+}
+
+/* Forward 3: p = e / z (zinv = 1 / z of all ranges), alpha = p / (eps + sum_s p), out = alpha Wv^T + bv. eps < 0:
+ * no eps (x, wkt and mx are then read for the rows that underflow; otherwise they may be NULL). */
 void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, const float *restrict zinv_all,
                      const float *restrict wvt /* [S][VD] */, const float *restrict bv /* [VD] or NULL */,
-                     float eps, float *restrict p, float *restrict alpha, float *restrict out /* [N H][D] */) {
+                     float eps, const float *restrict x, const float *restrict wkt, const float *restrict mx_all,
+                     float *restrict p, float *restrict alpha, float *restrict out /* [N H][D] */) {
     vd_t wv[S], b;
     for (int s = 0; s < S; ++s) memcpy(&wv[s], wvt + s * VD, sizeof(vd_t));
     if (bv) memcpy(&b, bv, sizeof b); else memset(&b, 0, sizeof b);
@@ -117,9 +138,14 @@ void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, cons
             LOAD(q, p + row * S, S); /* padded lanes load as 0 and stay 0 */
             q *= zinv[g + h];
             STORE(p + row * S, q, S);
-            q *= 1.0f / (hsum(q) + eps);
-            STORE(alpha + row * S, q, S);
-            memcpy(qs[h], &q, sizeof q);
+            float rho = hsum(q);
+            if (eps >= 0.0f || rho >= FLT_MIN) {
+                q *= 1.0f / (rho + (eps >= 0.0f ? eps : 0.0f));
+                memcpy(qs[h], &q, sizeof q);
+            } else {
+                alpha_from_logits(x + row * D, wkt, mx_all + (g + h) * VS, zinv_all + (g + h) * VS, qs[h]);
+            }
+            STORE(alpha + row * S, qs[h], S);
         }
         vd_t o[H];
         for (int h = 0; h < H; ++h) o[h] = b;
