@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 from torch.nn import Linear, Module
 
-from gea_graph.nn import native, sync_census
+from gea_graph import native
+from gea_graph.nn import sync_census
 
 NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
@@ -311,17 +312,43 @@ def _padded(w: Tensor, rows: int, cols: int) -> Tensor:
     return out
 
 
+#: Largest head width and unit count the native kernel is built for (beyond, the PyTorch path runs: a row of
+#: that width no longer stays in registers).
+NATIVE_MAX_WIDTH = 128
+#: Largest number of heads of the native kernel (it keeps one vector per head of a node).
+NATIVE_MAX_HEADS = 16
+_P, _I, _F = native.POINTER, native.INT64, native.FLOAT
+_SIGNATURES = {
+    "gea_forward_logits": [_I, _I, _I, _P, _P, _P, _P, _P],
+    "gea_forward_exp": [_I, _I, _I, _P, _P, _P, _P],
+    "gea_forward_out": [_I, _I, _P, _P, _P, _P, _F, _P, _P, _P, _P, _P, _P],
+    "gea_backward_s": [_I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+    "gea_backward_x": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+}
+
+
+def external_units_kernel(head_channels: int, units: int, heads: int) -> Any:
+    r"""The native float32 kernel of the external units (``gea_graph/native/kernels/external_units.c``) for
+    :math:`d/H` = ``head_channels``, :math:`S` = ``units`` and :math:`H` = ``heads``, or :obj:`None` (native
+    kernels off, sizes beyond :data:`NATIVE_MAX_WIDTH` / :data:`NATIVE_MAX_HEADS`, or no working compiler)."""
+    if max(head_channels, units) > NATIVE_MAX_WIDTH or heads > NATIVE_MAX_HEADS:
+        return None
+    defines = {"D": head_channels, "S": units, "H": heads, "VD": native.lanes(head_channels),
+               "VS": native.lanes(units)}
+    return native.kernel("external_units.c", defines, _SIGNATURES, "ExternalAttention runs its PyTorch path")
+
+
 def _kernel_for(x: Tensor, heads: int, units: int) -> Any:
     # The native kernel where it applies: float32 on CPU in eager mode; None elsewhere (GPU, float64, a sync
     # census, which counts what a GPU would do, no compiler).
     if x.device.type != "cpu" or x.dtype != torch.float32 or sync_census.counting():
         return None
-    return native.external_units_kernel(x.size(1), units, heads)
+    return external_units_kernel(x.size(1), units, heads)
 
 
 class _FusedExternalUnits(torch.autograd.Function):
     r"""The math of :class:`_ExternalUnits` (same equations; :math:`\alpha` is saved instead of :math:`\rho`) in
-    the native kernel ``kernels/external_units.c``: three passes over the rows forward and two backward, the key
+    the native kernel ``gea_graph/native/kernels/external_units.c``: three passes over the rows forward and two backward, the key
     and value products done row by row in vector registers, so that no ``[M H, S]`` intermediate goes through
     memory between separate operators. The kernel runs on one thread: its passes are bound by memory traffic, and
     splitting them over two threads (node ranges, per-range sums combined between passes) was measured slower on
@@ -499,8 +526,8 @@ class ExternalAttention(Module):
       in bfloat16/float16).
     * Implementation: key unit, Eq. 3 and value unit run as one autograd node with a hand-written
       backward (float32 at least, autocast off inside). On CPU in float32 that node is a native
-      kernel (``kernels/external_units.c``, compiled at first use, see
-      :mod:`gea_graph.nn.native`; ``GEA_GRAPH_NATIVE=0`` turns it off); elsewhere PyTorch ops,
+      kernel (``gea_graph/native/kernels/external_units.c``, compiled at first use, see
+      :mod:`gea_graph.native`; ``GEA_GRAPH_NATIVE=0`` turns it off); elsewhere PyTorch ops,
       which on CPU work through the rows in cache-sized chunks; under :func:`torch.compile` the
       same math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
       constant within each softmax column and cancels (kept as a parameter, as in the paper's

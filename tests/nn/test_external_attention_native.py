@@ -1,4 +1,4 @@
-"""The native CPU kernel of GEA's external units (gea_graph/nn/kernels/external_units.c) against the PyTorch path
+"""The native CPU kernel of GEA's external units (gea_graph/native/kernels/external_units.c) against the PyTorch path
 (float64, itself tested against the naive equations in test_external_attention.py): outputs, attention maps and
 every gradient, on the sizes a kernel is specialised to; what it refuses; and what it leaves behind."""
 import os
@@ -7,9 +7,10 @@ import pytest
 import torch
 
 import gea_graph.nn.external_attention as ea
-from gea_graph.nn import ExternalAttention, native
+from gea_graph import native
+from gea_graph.nn import ExternalAttention
 
-pytestmark = pytest.mark.skipif(native.external_units_kernel(4, 4, 1) is None,
+pytestmark = pytest.mark.skipif(ea.external_units_kernel(4, 4, 1) is None,
                                 reason="no working C compiler: the native kernel is not built")
 
 
@@ -109,7 +110,7 @@ def test_native_kernel_refuses_a_group_index_out_of_range():
 
 def test_native_kernel_is_off_with_the_environment_switch(monkeypatch):
     monkeypatch.setenv("GEA_GRAPH_NATIVE", "0")
-    assert native.external_units_kernel(16, 16, 4) is None
+    assert ea.external_units_kernel(16, 16, 4) is None
 
 
 def test_without_a_compiler_the_pytorch_path_runs_with_one_warning(monkeypatch, tmp_path):
@@ -128,5 +129,5 @@ def test_building_a_kernel_leaves_no_file(monkeypatch, tmp_path):
 
     monkeypatch.setattr(native, "_LOADED", {})
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert native.external_units_kernel(12, 7, 3) is not None
+    assert ea.external_units_kernel(12, 7, 3) is not None
     assert os.listdir(tmp_path) == []
