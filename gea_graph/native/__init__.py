@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 
 _LOCK = threading.Lock()
-_LOADED: dict[tuple[str, tuple[tuple[str, int], ...]], ctypes.CDLL | None] = {}
+_LOADED: dict[tuple, ctypes.CDLL | None] = {}
 #: ctypes argument types of the kernels' signatures: a pointer, a 64-bit integer, a float.
 POINTER, INT64, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 
@@ -44,7 +44,7 @@ def _compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
-def _build(source: str, defines: dict[str, int]) -> ctypes.CDLL:
+def _build(source: str, defines: dict[str, int | str]) -> ctypes.CDLL:
     cc = _compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
@@ -53,14 +53,12 @@ def _build(source: str, defines: dict[str, int]) -> ctypes.CDLL:
     # -march=native: the widest vectors of this processor (the library never leaves this process).
     arch = ["-mcpu=native"] if platform.machine() in ("arm64", "aarch64") else ["-march=native"]
     with tempfile.TemporaryDirectory(prefix="gea-graph-native-") as tmp:
-        src = os.path.join(tmp, "kernel.c")
         lib = os.path.join(tmp, "kernel.so")
-        with open(src, "w") as f:
-            f.write(source)
         errors = ""
         for extra in (arch, []):
-            res = subprocess.run([cc, *flags, *extra, src, "-o", lib, "-lm"], capture_output=True, text=True,
-                                 check=False)
+            # The source goes in on stdin: the library is the only file, and it lives as long as this block.
+            res = subprocess.run([cc, *flags, *extra, "-x", "c", "-", "-o", lib, "-lm"], input=source,
+                                 capture_output=True, text=True, check=False)
             if res.returncode == 0:
                 # dlopen maps the file: it may be deleted once loaded.
                 return ctypes.CDLL(lib)
@@ -68,15 +66,15 @@ def _build(source: str, defines: dict[str, int]) -> ctypes.CDLL:
         raise RuntimeError(f"{cc} failed: {errors[-2000:]}")
 
 
-def kernel(source: str, defines: Mapping[str, int], signatures: Mapping[str, Sequence[type]],
+def kernel(source: str, defines: Mapping[str, int | str], signatures: Mapping[str, Sequence[type]],
            what: str) -> ctypes.CDLL | None:
     r"""The library built from ``kernels/<source>`` with ``-D<name>=<value>`` for each of ``defines``, its
-    functions typed by ``signatures`` (name: ctypes argument types; they return nothing), built once per process
-    and set of defines; or :obj:`None` where native kernels are off or the build fails (warned once per set of
+    functions typed by ``signatures`` (name: ctypes argument types; they return nothing), built once per process,
+    set of defines and signatures (a library loaded twice is two handles, each typed as asked); or :obj:`None` where native kernels are off or the build fails (warned once per set of
     defines, naming ``what`` runs instead)."""
     if not enabled():
         return None
-    key = (source, tuple(sorted(defines.items())))
+    key = (source, tuple(sorted(defines.items())), tuple((k, tuple(v)) for k, v in sorted(signatures.items())))
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]

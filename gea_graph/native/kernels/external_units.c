@@ -67,6 +67,22 @@ static inline vs_t exp_nonpositive(vs_t x) {
 
 #define GROUP(index, n) ((index) ? (index)[n] : 0)
 
+/* Weight gradients are sums over all rows: each is summed in float over a block of BLOCK nodes, and the blocks in
+ * double, so that the rounding error does not grow with the batch (a running float sum over 10^5 rows would be
+ * off by ~1e-4 relative, and data-parallel processes, which sum halves, would drift from one process). */
+#define BLOCK 32
+
+static inline void flush(double *restrict total, void *restrict part, int64_t n) {
+    float f[n];
+    memcpy(f, part, n * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) total[i] += f[i];
+    memset(part, 0, n * sizeof(float));
+}
+
+static inline void store_totals(float *restrict dst, const double *restrict total, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = (float)total[i];
+}
+
 /* Forward 1: logits a = x Wk^T into p, and the per-group maxima of this range into mx [G H][VS]. */
 void gea_forward_logits(int64_t n0, int64_t n1, int64_t G, const float *restrict x, const int64_t *restrict index,
                         const float *restrict wkt /* [D][VS] */, float *restrict p /* [N H][S] */,
@@ -91,6 +107,8 @@ void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict 
                      const float *restrict mx_all, float *restrict p, float *restrict z_part) {
     const vs_t *restrict mx = (const vs_t *)mx_all;
     vs_t *restrict z = (vs_t *)z_part;
+    double one_group[H * VS]; /* one group (no index): the whole batch's sums, in blocks as the weights' */
+    memset(one_group, 0, sizeof one_group);
     for (int64_t i = 0; i < G * H; ++i) z[i] = ZERO_S;
     for (int64_t n = n0; n < n1; ++n) {
         int64_t g = GROUP(index, n) * H;
@@ -101,6 +119,11 @@ void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict 
             z[g + h] += e;
             STORE(p + (n * H + h) * S, e, S);
         }
+        if (!index && (n - n0) % BLOCK == BLOCK - 1) flush(one_group, z, H * VS);
+    }
+    if (!index) {
+        flush(one_group, z, H * VS);
+        store_totals((float *)z, one_group, H * VS);
     }
 }
 
@@ -163,8 +186,12 @@ void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict i
                     float *restrict gwv_part, float *restrict gbv_part) {
     vs_t wv[D], accv[D];
     vd_t accb;
+    double totv[D * VS], totb[VD], one_group[H * VS]; /* one group: the sums of s in blocks too */
     for (int d = 0; d < D; ++d) { memcpy(&wv[d], wvp + d * VS, sizeof(vs_t)); accv[d] = ZERO_S; }
     memset(&accb, 0, sizeof accb);
+    memset(totv, 0, sizeof totv);
+    memset(totb, 0, sizeof totb);
+    memset(one_group, 0, sizeof one_group);
     vs_t *restrict t = (vs_t *)t_part, *restrict sv = (vs_t *)sbuf;
     for (int64_t i = 0; i < G * H; ++i) t[i] = ZERO_S;
     for (int64_t n = n0; n < n1; ++n) {
@@ -188,9 +215,20 @@ void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict i
             t[g + h] += s;
             sv[n * H + h] = s;
         }
+        if ((n - n0) % BLOCK == BLOCK - 1) {
+            flush(totv, accv, D * VS);
+            flush(totb, &accb, VD);
+            if (!index) flush(one_group, t, H * VS);
+        }
     }
-    memcpy(gwv_part, accv, sizeof accv);
-    memcpy(gbv_part, &accb, sizeof accb);
+    if (!index) {
+        flush(one_group, t, H * VS);
+        store_totals((float *)t, one_group, H * VS);
+    }
+    flush(totv, accv, D * VS);
+    flush(totb, &accb, VD);
+    store_totals(gwv_part, totv, D * VS);
+    store_totals(gbv_part, totb, VD);
 }
 
 /* Backward 2: ga = s - p sum_group(s) (t_all: the sums of all ranges), this range's dWk^T (gwkt_part [D][VS])
@@ -200,6 +238,8 @@ void gea_backward_x(int64_t n0, int64_t n1, const float *restrict x, const int64
                     const float *restrict t_all, float *restrict gx, float *restrict gwkt_part) {
     vs_t acck[D];
     vd_t wk[S];
+    double totk[D * VS];
+    memset(totk, 0, sizeof totk);
     for (int s = 0; s < S; ++s) memcpy(&wk[s], wkp + s * VD, sizeof(vd_t));
     for (int d = 0; d < D; ++d) acck[d] = ZERO_S;
     const vs_t *restrict t = (const vs_t *)t_all, *restrict sv = (const vs_t *)sbuf;
@@ -225,6 +265,8 @@ void gea_backward_x(int64_t n0, int64_t n1, const float *restrict x, const int64
                 for (int h = 0; h < H; ++h) o[h] += gs[h][s] * wk[s];
             for (int h = 0; h < H; ++h) STORE(gx + (n * H + h) * D, o[h], D);
         }
+        if ((n - n0) % BLOCK == BLOCK - 1) flush(totk, acck, D * VS);
     }
-    memcpy(gwkt_part, acck, sizeof acck);
+    flush(totk, acck, D * VS);
+    store_totals(gwkt_part, totk, D * VS);
 }
