@@ -5,8 +5,8 @@ fraction of a second), specialised to the sizes it is called with through ``-D``
 compiler keep a row in vector registers). Each process compiles the variants it needs into a temporary directory,
 loads them and deletes the directory at once: nothing is left on disk and no cache can go stale. Where no compiler
 is found, compilation fails, or ``GEA_GRAPH_NATIVE=0`` is set, :func:`kernel` returns :obj:`None` and the caller
-runs its PyTorch path (the same results; tests compare the two). User: GEA's external units
-(:mod:`gea_graph.nn.external_attention`).
+runs its PyTorch or numpy path (the same results; tests compare the two). Users: GEA's external units
+(:mod:`gea_graph.nn.external_attention`) and the shortest paths of :mod:`gea_graph.transforms.spd`.
 
 This room is the lowest of the package: it imports nothing of ``gea_graph``.
 """
