@@ -70,8 +70,9 @@ def kernel(source: str, defines: Mapping[str, int | str], signatures: Mapping[st
            what: str) -> ctypes.CDLL | None:
     r"""The library built from ``kernels/<source>`` with ``-D<name>=<value>`` for each of ``defines``, its
     functions typed by ``signatures`` (name: ctypes argument types; they return nothing), built once per process,
-    set of defines and signatures (a library loaded twice is two handles, each typed as asked); or :obj:`None` where native kernels are off or the build fails (warned once per set of
-    defines, naming ``what`` runs instead)."""
+    set of defines and signatures (a library loaded twice is two handles, each typed as asked); or :obj:`None`
+    where native kernels are off or the build fails (warned once per set of defines, naming ``what`` runs
+    instead)."""
     if not enabled():
         return None
     key = (source, tuple(sorted(defines.items())), tuple((k, tuple(v)) for k, v in sorted(signatures.items())))

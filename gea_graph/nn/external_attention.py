@@ -319,11 +319,11 @@ NATIVE_MAX_WIDTH = 128
 NATIVE_MAX_HEADS = 16
 _P, _I, _F = native.POINTER, native.INT64, native.FLOAT
 _SIGNATURES = {
-    "gea_forward_logits": [_I, _I, _I, _P, _P, _P, _P, _P],
-    "gea_forward_exp": [_I, _I, _I, _P, _P, _P, _P],
-    "gea_forward_out": [_I, _I, _P, _P, _P, _P, _F, _P, _P, _P, _P, _P, _P],
-    "gea_backward_s": [_I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
-    "gea_backward_x": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+    "gea_forward_logits": [_I, _I, _P, _P, _P, _P, _P],
+    "gea_forward_exp": [_I, _I, _P, _P, _P, _P],
+    "gea_forward_out": [_I, _P, _P, _P, _P, _F, _P, _P, _P, _P, _P, _P],
+    "gea_backward_s": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P],
+    "gea_backward_x": [_I, _P, _P, _P, _P, _P, _P, _P, _P],
 }
 
 
@@ -348,12 +348,13 @@ def _kernel_for(x: Tensor, heads: int, units: int) -> Any:
 
 class _FusedExternalUnits(torch.autograd.Function):
     r"""The math of :class:`_ExternalUnits` (same equations; :math:`\alpha` is saved instead of :math:`\rho`) in
-    the native kernel ``gea_graph/native/kernels/external_units.c``: three passes over the rows forward and two backward, the key
-    and value products done row by row in vector registers, so that no ``[M H, S]`` intermediate goes through
-    memory between separate operators. The kernel runs on one thread: its passes are bound by memory traffic, and
-    splitting them over two threads (node ranges, per-range sums combined between passes) was measured slower on
-    two cores (docs/performance.md). The softmax always subtracts each group's maximum (exact for any logits);
-    exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0. With :obj:`eps=None`, a row whose softmax
+    the native kernel ``gea_graph/native/kernels/external_units.c``: three passes over the rows forward and two
+    backward, the key and value products done row by row in vector registers, so that no ``[M H, S]``
+    intermediate goes through memory between separate operators. Weight gradients are summed in float32 blocks of
+    32 nodes and the blocks in float64 (as accurate as PyTorch's blocked reductions, whatever the batch size). The
+    kernel runs on one thread: its passes are bound by memory traffic, and two node ranges on two threads were
+    slower on two cores (docs/performance.md). The softmax always subtracts each group's maximum (exact for any
+    logits); exponentials below :math:`e^{-87.3}` (subnormal in float32) are 0. With :obj:`eps=None`, a row whose softmax
     values all underflow takes :math:`\alpha = \mathrm{softmax}_s(\log p)` from its logits, as in
     :func:`_l1_without_eps`."""
 
@@ -366,9 +367,12 @@ class _FusedExternalUnits(torch.autograd.Function):
         groups = num_groups if index is not None else 1
         vd, vs = native.lanes(D), native.lanes(S)
         x = x.contiguous()
-        if index is not None:
+        if index is not None:  # the kernel reads index[n] for every node and indexes with it: check as index_add_
+            if index.dim() != 1 or index.numel() != R // heads:
+                raise ValueError(f"the group index has shape {list(index.shape)}, expected [{R // heads}] (one "
+                                 f"entry per row)")
             index = index.contiguous() if index.dtype == torch.long else index.long()
-            low, high = torch.aminmax(index)  # the kernel indexes with these: check them as index_add_ would
+            low, high = torch.aminmax(index)
             if int(low) < 0 or int(high) >= groups:
                 raise IndexError(f"group index out of range [0, {groups}): found {int(low)}..{int(high)}")
         w_kt = _padded(w_k.detach().t(), D, vs)
@@ -377,10 +381,10 @@ class _FusedExternalUnits(torch.autograd.Function):
         p, alpha, out = x.new_empty(R, S), x.new_empty(R, S), x.new_empty(R, D)
         maxima, sums = x.new_empty(2, groups * heads, vs).unbind()
         n, ix = R // heads, None if index is None else index.data_ptr()
-        kernel.gea_forward_logits(0, n, groups, x.data_ptr(), ix, w_kt.data_ptr(), p.data_ptr(), maxima.data_ptr())
-        kernel.gea_forward_exp(0, n, groups, ix, maxima.data_ptr(), p.data_ptr(), sums.data_ptr())
+        kernel.gea_forward_logits(n, groups, x.data_ptr(), ix, w_kt.data_ptr(), p.data_ptr(), maxima.data_ptr())
+        kernel.gea_forward_exp(n, groups, ix, maxima.data_ptr(), p.data_ptr(), sums.data_ptr())
         inv_sums = sums.reciprocal_()
-        kernel.gea_forward_out(0, n, ix, inv_sums.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(),
+        kernel.gea_forward_out(n, ix, inv_sums.data_ptr(), w_vt.data_ptr(), None if b is None else b.data_ptr(),
                                -1.0 if eps is None else eps, x.data_ptr(), w_kt.data_ptr(), maxima.data_ptr(),
                                p.data_ptr(), alpha.data_ptr(), out.data_ptr())
         ctx.save_for_backward(x, index, w_k, w_v, p, alpha)
@@ -407,9 +411,9 @@ class _FusedExternalUnits(torch.autograd.Function):
         grad_w_v, grad_w_kt = x.new_empty(2, D, vs).unbind()
         grad_b = x.new_empty(vd)
         n, ix = x.size(0) // H, None if index is None else index.data_ptr()
-        kernel.gea_backward_s(0, n, ctx.groups, ix, w_vp.data_ptr(), alpha.data_ptr(), grad.data_ptr(),
+        kernel.gea_backward_s(n, ctx.groups, ix, w_vp.data_ptr(), alpha.data_ptr(), grad.data_ptr(),
                               s.data_ptr(), sums.data_ptr(), grad_w_v.data_ptr(), grad_b.data_ptr())
-        kernel.gea_backward_x(0, n, x.data_ptr(), ix, w_kp.data_ptr(), p.data_ptr(), s.data_ptr(), sums.data_ptr(),
+        kernel.gea_backward_x(n, x.data_ptr(), ix, w_kp.data_ptr(), p.data_ptr(), s.data_ptr(), sums.data_ptr(),
                               None if grad_x is None else grad_x.data_ptr(), grad_w_kt.data_ptr())
         grad_b_k = w_k.new_zeros(S) if ctx.has_bias[0] else None  # sum(G_a) = 0: the key bias cancels
         return (grad_x, None, None, None, None, grad_w_kt[:, :S].t(), grad_b_k, grad_w_v[:, :S],
@@ -529,8 +533,8 @@ class ExternalAttention(Module):
       kernel (``gea_graph/native/kernels/external_units.c``, compiled at first use, see
       :mod:`gea_graph.native`; ``GEA_GRAPH_NATIVE=0`` turns it off); elsewhere PyTorch ops,
       which on CPU work through the rows in cache-sized chunks; under :func:`torch.compile` the
-      same math runs as plain ops and the compiler derives the backward. The key bias :math:`\mathbf{b}_{nk}` is
-      constant within each softmax column and cancels (kept as a parameter, as in the paper's
+      same math runs as plain ops and the compiler derives the backward. The key bias
+      :math:`\mathbf{b}_{nk}` is constant within each softmax column and cancels (kept as a parameter, as in the paper's
       counts). The per-graph softmax subtracts each graph's maximum (see
       :func:`_softmax_rows`): no host sync, so the layer compiles with :func:`torch.compile`
       (``fullgraph=True``) when :obj:`num_graphs` is given.

@@ -99,9 +99,11 @@ def test_native_kernel_gradients_with_only_the_attention_map_used():
     assert not attn.requires_grad
 
 
-def test_native_kernel_refuses_a_group_index_out_of_range():
+def test_native_kernel_refuses_a_group_index_out_of_range_or_of_the_wrong_length():
     m = ExternalAttention(16, heads=4)
     x = torch.randn(5, 16)
+    with pytest.raises(ValueError, match="one entry per row"):
+        m(x, torch.tensor([0, 0, 1, 1]), num_graphs=2)  # the kernel would read past the index
     with pytest.raises(IndexError, match="out of range"):
         m(x, torch.tensor([0, 0, 1, 1, 2]), num_graphs=2)  # graph 2 of 2: it would write past the sums
     with pytest.raises(IndexError, match="out of range"):

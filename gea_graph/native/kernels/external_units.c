@@ -12,9 +12,7 @@
  *           s = alpha * (Ga - <Ga, alpha>), ga = s - p * sum_group(s),
  *           dWv = G^T alpha, dbv = sum G, dWk = ga^T x, dx = ga Wk.
  *
- * Each pass runs over the nodes [n0, n1) and writes its per-group (or per-weight) sums into its own partial
- * buffer, so that the caller can run the passes of disjoint node ranges on several threads and combine the
- * partials between passes (a maximum or a sum over the ranges, in a fixed order).
+ * Each pass runs over the N nodes once; the caller turns the group sums of one pass into the next pass's input.
  */
 #include <float.h>
 #include <math.h>
@@ -83,15 +81,15 @@ static inline void store_totals(float *restrict dst, const double *restrict tota
     for (int64_t i = 0; i < n; ++i) dst[i] = (float)total[i];
 }
 
-/* Forward 1: logits a = x Wk^T into p, and the per-group maxima of this range into mx [G H][VS]. */
-void gea_forward_logits(int64_t n0, int64_t n1, int64_t G, const float *restrict x, const int64_t *restrict index,
+/* Forward 1: logits a = x Wk^T into p, and their per-group maxima into mx_out [G H][VS]. */
+void gea_forward_logits(int64_t N, int64_t G, const float *restrict x, const int64_t *restrict index,
                         const float *restrict wkt /* [D][VS] */, float *restrict p /* [N H][S] */,
-                        float *restrict mx_part) {
+                        float *restrict mx_out) {
     vs_t wk[D];
     for (int d = 0; d < D; ++d) memcpy(&wk[d], wkt + d * VS, sizeof(vs_t));
-    vs_t *restrict mx = (vs_t *)mx_part;
+    vs_t *restrict mx = (vs_t *)mx_out;
     for (int64_t i = 0; i < G * H; ++i) mx[i] = ZERO_S - 3.40282347e38f;
-    for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t n = 0; n < N; ++n) {
         const float *xn = x + n * H * D;
         vs_t *m = mx + GROUP(index, n) * H;
         vs_t a[H];
@@ -102,15 +100,15 @@ void gea_forward_logits(int64_t n0, int64_t n1, int64_t G, const float *restrict
     }
 }
 
-/* Forward 2: e = exp(a - max) in place in p, and this range's group sums of e into z_part [G H][VS]. */
-void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict index,
-                     const float *restrict mx_all, float *restrict p, float *restrict z_part) {
-    const vs_t *restrict mx = (const vs_t *)mx_all;
-    vs_t *restrict z = (vs_t *)z_part;
+/* Forward 2: e = exp(a - max) in place in p, and its group sums into z_out [G H][VS]. */
+void gea_forward_exp(int64_t N, int64_t G, const int64_t *restrict index,
+                     const float *restrict mx_in, float *restrict p, float *restrict z_out) {
+    const vs_t *restrict mx = (const vs_t *)mx_in;
+    vs_t *restrict z = (vs_t *)z_out;
     double one_group[H * VS]; /* one group (no index): the whole batch's sums, in blocks as the weights' */
     memset(one_group, 0, sizeof one_group);
     for (int64_t i = 0; i < G * H; ++i) z[i] = ZERO_S;
-    for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t n = 0; n < N; ++n) {
         int64_t g = GROUP(index, n) * H;
         for (int h = 0; h < H; ++h) {
             vs_t a;
@@ -119,7 +117,7 @@ void gea_forward_exp(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict 
             z[g + h] += e;
             STORE(p + (n * H + h) * S, e, S);
         }
-        if (!index && (n - n0) % BLOCK == BLOCK - 1) flush(one_group, z, H * VS);
+        if (!index && n % BLOCK == BLOCK - 1) flush(one_group, z, H * VS);
     }
     if (!index) {
         flush(one_group, z, H * VS);
@@ -142,17 +140,17 @@ static void alpha_from_logits(const float *restrict xr, const float *restrict wk
     for (int s = 0; s < VS; ++s) q[s] = s < S ? l[s] / total : 0.0f;
 }
 
-/* Forward 3: p = e / z (zinv = 1 / z of all ranges), alpha = p / (eps + sum_s p), out = alpha Wv^T + bv. eps < 0:
+/* Forward 3: p = e / z (zinv_in = 1 / z), alpha = p / (eps + sum_s p), out = alpha Wv^T + bv. eps < 0:
  * no eps (x, wkt and mx are then read for the rows that underflow; otherwise they may be NULL). */
-void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, const float *restrict zinv_all,
+void gea_forward_out(int64_t N, const int64_t *restrict index, const float *restrict zinv_in,
                      const float *restrict wvt /* [S][VD] */, const float *restrict bv /* [VD] or NULL */,
-                     float eps, const float *restrict x, const float *restrict wkt, const float *restrict mx_all,
+                     float eps, const float *restrict x, const float *restrict wkt, const float *restrict mx_in,
                      float *restrict p, float *restrict alpha, float *restrict out /* [N H][D] */) {
     vd_t wv[S], b;
     for (int s = 0; s < S; ++s) memcpy(&wv[s], wvt + s * VD, sizeof(vd_t));
     if (bv) memcpy(&b, bv, sizeof b); else memset(&b, 0, sizeof b);
-    const vs_t *restrict zinv = (const vs_t *)zinv_all;
-    for (int64_t n = n0; n < n1; ++n) {
+    const vs_t *restrict zinv = (const vs_t *)zinv_in;
+    for (int64_t n = 0; n < N; ++n) {
         int64_t g = GROUP(index, n) * H;
         float qs[H][VS]; /* alpha as scalars: broadcast from memory (a lane of a register costs a shuffle) */
         for (int h = 0; h < H; ++h) {
@@ -166,7 +164,7 @@ void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, cons
                 q *= 1.0f / (rho + (eps >= 0.0f ? eps : 0.0f));
                 memcpy(qs[h], &q, sizeof q);
             } else {
-                alpha_from_logits(x + row * D, wkt, mx_all + (g + h) * VS, zinv_all + (g + h) * VS, qs[h]);
+                alpha_from_logits(x + row * D, wkt, mx_in + (g + h) * VS, zinv_in + (g + h) * VS, qs[h]);
             }
             STORE(alpha + row * S, qs[h], S);
         }
@@ -178,12 +176,12 @@ void gea_forward_out(int64_t n0, int64_t n1, const int64_t *restrict index, cons
     }
 }
 
-/* Backward 1: s = alpha (Ga - <Ga, alpha>) into sbuf [N H][VS]; this range's group sums of s (t_part [G H][VS]),
- * dWv (gwv_part [D][VS]) and dbv (gbv_part [VD]). */
-void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict index,
+/* Backward 1: s = alpha (Ga - <Ga, alpha>) into sbuf [N H][VS]; its group sums (t_out [G H][VS]),
+ * dWv (gwv [D][VS]) and dbv (gbv [VD]). */
+void gea_backward_s(int64_t N, int64_t G, const int64_t *restrict index,
                     const float *restrict wvp /* [D][VS] */, const float *restrict alpha,
-                    const float *restrict grad /* [N H][D] */, float *restrict sbuf, float *restrict t_part,
-                    float *restrict gwv_part, float *restrict gbv_part) {
+                    const float *restrict grad /* [N H][D] */, float *restrict sbuf, float *restrict t_out,
+                    float *restrict gwv, float *restrict gbv) {
     vs_t wv[D], accv[D];
     vd_t accb;
     double totv[D * VS], totb[VD], one_group[H * VS]; /* one group: the sums of s in blocks too */
@@ -192,9 +190,9 @@ void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict i
     memset(totv, 0, sizeof totv);
     memset(totb, 0, sizeof totb);
     memset(one_group, 0, sizeof one_group);
-    vs_t *restrict t = (vs_t *)t_part, *restrict sv = (vs_t *)sbuf;
+    vs_t *restrict t = (vs_t *)t_out, *restrict sv = (vs_t *)sbuf;
     for (int64_t i = 0; i < G * H; ++i) t[i] = ZERO_S;
-    for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t n = 0; n < N; ++n) {
         int64_t g = GROUP(index, n) * H;
         const float *gn = grad + n * H * D;
         vs_t al[H], ga[H];
@@ -215,7 +213,7 @@ void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict i
             t[g + h] += s;
             sv[n * H + h] = s;
         }
-        if ((n - n0) % BLOCK == BLOCK - 1) {
+        if (n % BLOCK == BLOCK - 1) {
             flush(totv, accv, D * VS);
             flush(totb, &accb, VD);
             if (!index) flush(one_group, t, H * VS);
@@ -227,23 +225,23 @@ void gea_backward_s(int64_t n0, int64_t n1, int64_t G, const int64_t *restrict i
     }
     flush(totv, accv, D * VS);
     flush(totb, &accb, VD);
-    store_totals(gwv_part, totv, D * VS);
-    store_totals(gbv_part, totb, VD);
+    store_totals(gwv, totv, D * VS);
+    store_totals(gbv, totb, VD);
 }
 
-/* Backward 2: ga = s - p sum_group(s) (t_all: the sums of all ranges), this range's dWk^T (gwkt_part [D][VS])
+/* Backward 2: ga = s - p sum_group(s) (t_in: the group sums of s), dWk^T (gwkt [D][VS])
  * and dx (gx [N H][D], or NULL). */
-void gea_backward_x(int64_t n0, int64_t n1, const float *restrict x, const int64_t *restrict index,
+void gea_backward_x(int64_t N, const float *restrict x, const int64_t *restrict index,
                     const float *restrict wkp /* [S][VD] */, const float *restrict p, const float *restrict sbuf,
-                    const float *restrict t_all, float *restrict gx, float *restrict gwkt_part) {
+                    const float *restrict t_in, float *restrict gx, float *restrict gwkt_out) {
     vs_t acck[D];
     vd_t wk[S];
     double totk[D * VS];
     memset(totk, 0, sizeof totk);
     for (int s = 0; s < S; ++s) memcpy(&wk[s], wkp + s * VD, sizeof(vd_t));
     for (int d = 0; d < D; ++d) acck[d] = ZERO_S;
-    const vs_t *restrict t = (const vs_t *)t_all, *restrict sv = (const vs_t *)sbuf;
-    for (int64_t n = n0; n < n1; ++n) {
+    const vs_t *restrict t = (const vs_t *)t_in, *restrict sv = (const vs_t *)sbuf;
+    for (int64_t n = 0; n < N; ++n) {
         int64_t g = GROUP(index, n) * H;
         vs_t ga[H];
         for (int h = 0; h < H; ++h) {
@@ -265,8 +263,8 @@ void gea_backward_x(int64_t n0, int64_t n1, const float *restrict x, const int64
                 for (int h = 0; h < H; ++h) o[h] += gs[h][s] * wk[s];
             for (int h = 0; h < H; ++h) STORE(gx + (n * H + h) * D, o[h], D);
         }
-        if ((n - n0) % BLOCK == BLOCK - 1) flush(totk, acck, D * VS);
+        if (n % BLOCK == BLOCK - 1) flush(totk, acck, D * VS);
     }
     flush(totk, acck, D * VS);
-    store_totals(gwkt_part, totk, D * VS);
+    store_totals(gwkt_out, totk, D * VS);
 }
