@@ -25,6 +25,8 @@ from importlib import resources
 
 _LOCK = threading.Lock()
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
+#: Seconds a compilation may take before the kernel counts as unavailable (a variant takes about 0.2 s).
+COMPILE_TIMEOUT_S = 120
 #: ctypes argument types of the kernels' signatures: a pointer, a 64-bit integer, a float.
 POINTER, INT64, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 
@@ -57,8 +59,11 @@ def _build(source: str, defines: dict[str, int | str]) -> ctypes.CDLL:
         errors = ""
         for extra in (arch, []):
             # The source goes in on stdin: the library is the only file, and it lives as long as this block.
-            res = subprocess.run([cc, *flags, *extra, "-x", "c", "-", "-o", lib, "-lm"], input=source,
-                                 capture_output=True, text=True, check=False)
+            try:
+                res = subprocess.run([cc, *flags, *extra, "-x", "c", "-", "-o", lib, "-lm"], input=source,
+                                     capture_output=True, text=True, check=False, timeout=COMPILE_TIMEOUT_S)
+            except subprocess.TimeoutExpired as err:
+                raise RuntimeError(f"{cc} took over {COMPILE_TIMEOUT_S} s") from err
             if res.returncode == 0:
                 # dlopen maps the file: it may be deleted once loaded.
                 return ctypes.CDLL(lib)

@@ -5,6 +5,7 @@ import os
 
 import pytest
 import torch
+from test_external_attention import _batch as random_batch
 
 import gea_graph.nn.external_attention as ea
 from gea_graph import native
@@ -15,15 +16,9 @@ pytestmark = pytest.mark.skipif(ea.external_units_kernel(4, 4, 1) is None,
 
 
 def _batch(sizes, channels, edges_per_node=2, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(sum(sizes), channels, generator=g)
-    batch = torch.cat([torch.full((n, ), i) for i, n in enumerate(sizes)])
-    parts, start = [], 0
-    for n in sizes:
-        parts.append(torch.randint(0, n, (2, edges_per_node * n), generator=g) + start)
-        start += n
-    edge_index = torch.cat(parts, 1)
-    edge_attr = torch.randn(edge_index.size(1), channels, generator=g)
+    """float32 node and edge features of graphs of these sizes (test_external_attention's batch), their batch
+    vector and the edges' graph ids."""
+    x, batch, edge_index, edge_attr = random_batch(sizes, channels, torch.float32, edges_per_node, seed)
     return x, batch, edge_attr, batch[edge_index[0]]
 
 
@@ -157,3 +152,15 @@ def test_native_kernel_sums_over_a_large_batch_stay_accurate(norm_scope):
         scale = b.abs().max().item()
         if scale > 0:
             assert (a.double() - b).abs().max().item() <= 2e-6 * scale
+
+
+def test_a_compiler_that_hangs_counts_as_none(monkeypatch):
+    import subprocess
+
+    def hang(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
+
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setattr(subprocess, "run", hang)
+    with pytest.warns(RuntimeWarning, match="took over"):
+        assert ea.external_units_kernel(16, 16, 4) is None
