@@ -190,7 +190,7 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     np.copyto(spd, max_distance + 1, where=dist == marker)
     # Past the longest finite distance every path is padding: walk no further.
     steps = min(max_path, diameter)
-    path = np.empty((dist.size, max_path), dtype=np.int64 if wide else edge_dtype)
+    path = np.empty((dist.size, max_path), dtype=path_dtype)
     path[:, steps:] = -1
     if steps:
         step_to, column = _next_steps(dist, nbr, nbr_edge.astype(edge_dtype), num_nodes)
