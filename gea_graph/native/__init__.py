@@ -6,7 +6,8 @@ compiler keep a row in vector registers). Each process compiles the variants it 
 loads them and deletes the directory at once: nothing is left on disk and no cache can go stale. Where no compiler
 is found, compilation fails, or ``GEA_GRAPH_NATIVE=0`` is set, :func:`kernel` returns :obj:`None` and the caller
 runs its PyTorch or numpy path (the same results; tests compare the two). Users: GEA's external units
-(:mod:`gea_graph.nn.external_attention`) and the shortest paths of :mod:`gea_graph.transforms.spd`.
+(:mod:`gea_graph.nn.external_attention`), the LapPE DeepSet (:mod:`gea_graph.nn.pe_encoders`) and the shortest
+paths of :mod:`gea_graph.transforms.spd`.
 
 This room is the lowest of the package: it imports nothing of ``gea_graph``.
 """
@@ -23,6 +24,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
+import torch
+
 _LOCK = threading.Lock()
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
 #: Seconds a compilation may take before the kernel counts as unavailable (a variant takes about 0.2 s).
@@ -35,6 +38,14 @@ def lanes(n: int) -> int:
     r"""The vector width (floats) of a kernel row of ``n`` floats: the next power of two (GCC vector types), at
     least 4; the padding lanes hold zeros."""
     return max(4, 1 << (n - 1).bit_length())
+
+
+def padded(w: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    r"""``w`` ``[r, c]`` as a contiguous ``[rows, cols]`` zero-padded copy (a kernel row is a vector of
+    :func:`lanes` floats)."""
+    out = w.new_zeros(rows, cols)
+    out[:w.size(0), :w.size(1)] = w
+    return out
 
 
 def enabled() -> bool:

@@ -305,13 +305,6 @@ class _ExternalUnits(torch.autograd.Function):
         return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None, None
 
 
-def _padded(w: Tensor, rows: int, cols: int) -> Tensor:
-    # w [r, c] as a zero-padded contiguous [rows, cols] (a kernel row is a vector of a power-of-two width).
-    out = w.new_zeros(rows, cols)
-    out[:w.size(0), :w.size(1)] = w
-    return out
-
-
 #: Largest head width and unit count the native kernel is built for (beyond, the PyTorch path runs: a row of
 #: that width no longer stays in registers).
 NATIVE_MAX_WIDTH = 128
@@ -375,9 +368,9 @@ class _FusedExternalUnits(torch.autograd.Function):
             low, high = torch.aminmax(index)
             if int(low) < 0 or int(high) >= groups:
                 raise IndexError(f"group index out of range [0, {groups}): found {int(low)}..{int(high)}")
-        w_kt = _padded(w_k.detach().t(), D, vs)
-        w_vt = _padded(w_v.detach().t(), S, vd)
-        b = None if b_v is None else _padded(b_v.detach().view(1, D), 1, vd)
+        w_kt = native.padded(w_k.detach().t(), D, vs)
+        w_vt = native.padded(w_v.detach().t(), S, vd)
+        b = None if b_v is None else native.padded(b_v.detach().view(1, D), 1, vd)
         p, alpha, out = x.new_empty(R, S), x.new_empty(R, S), x.new_empty(R, D)
         maxima, sums = x.new_empty(2, groups * heads, vs).unbind()
         n, ix = R // heads, None if index is None else index.data_ptr()
@@ -404,8 +397,8 @@ class _FusedExternalUnits(torch.autograd.Function):
         vd, vs = native.lanes(D), native.lanes(S)
         grad = grad.contiguous()  # a broadcast gradient (a sum's) is materialised once
         grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None
-        w_kp = _padded(w_k.detach(), S, vd)
-        w_vp = _padded(w_v.detach(), D, vs)
+        w_kp = native.padded(w_k.detach(), S, vd)
+        w_vp = native.padded(w_v.detach(), D, vs)
         s = x.new_empty(x.size(0), vs)
         sums = x.new_empty(ctx.groups * H, vs)
         grad_w_v, grad_w_kt = x.new_empty(2, D, vs).unbind()
