@@ -6,8 +6,8 @@ compiler keep a row in vector registers). Each process compiles the variants it 
 loads them and deletes the directory at once: nothing is left on disk and no cache can go stale. Where no compiler
 is found, compilation fails, or ``GEA_GRAPH_NATIVE=0`` is set, :func:`kernel` returns :obj:`None` and the caller
 runs its PyTorch or numpy path (the same results; tests compare the two). Users: GEA's external units
-(:mod:`gea_graph.nn.external_attention`), the LapPE DeepSet (:mod:`gea_graph.nn.pe_encoders`) and the shortest
-paths of :mod:`gea_graph.transforms.spd`.
+(:mod:`gea_graph.nn.external_attention`), the LapPE DeepSet (:mod:`gea_graph.nn.pe_encoders`), dropout
+(:mod:`gea_graph.nn.dropout`) and the shortest paths of :mod:`gea_graph.transforms.spd`.
 
 This room is the lowest of the package: it imports nothing of ``gea_graph``.
 """
@@ -30,8 +30,8 @@ _LOCK = threading.Lock()
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
 #: Seconds a compilation may take before the kernel counts as unavailable (a variant takes about 0.2 s).
 COMPILE_TIMEOUT_S = 120
-#: ctypes argument types of the kernels' signatures: a pointer, a 64-bit integer, a float.
-POINTER, INT64, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+#: ctypes argument types of the kernels' signatures: a pointer, a 64-bit integer, an unsigned 32-bit integer, a float.
+POINTER, INT64, UINT32, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_float
 
 
 def lanes(n: int) -> int:

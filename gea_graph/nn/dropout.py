@@ -1,4 +1,5 @@
-r"""Dropout that is fast on CPU, and dropout fused with the residual sum that follows it."""
+r"""Dropout that is fast on CPU (a native Philox kernel in float32), and dropout fused with the residual sum that
+follows it."""
 from __future__ import annotations
 
 import math
@@ -8,6 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Module
+
+from gea_graph import native
+from gea_graph.nn import sync_census
 
 #: Lanes of random bits per element: one int32 lane, so a drop probability is resolved to :math:`2^{-32}`.
 _LANE_RANGE = 2**32
@@ -35,6 +39,53 @@ def scaled_keep_mask(shape: tuple[int, ...], p: float, dtype: torch.dtype = torc
     threshold = round(p * _LANE_RANGE) - _LANE_RANGE // 2
     mask = torch.ge(lanes, threshold, out=torch.empty(shape, dtype=dtype))
     return mask.mul_(1.0 / (1.0 - p))
+
+
+_SIGNATURES = {
+    "dropout_forward": [native.INT64, native.POINTER, native.POINTER, native.POINTER, native.UINT32, native.UINT32,
+                        native.UINT32, native.FLOAT],
+    "dropout_backward": [native.INT64, native.POINTER, native.POINTER, native.UINT32, native.UINT32, native.UINT32,
+                         native.FLOAT],
+}
+
+
+def philox_kernel() -> Any:
+    r"""The native float32 dropout kernel (``gea_graph/native/kernels/dropout.c``: Philox4x32-10 keep masks), or
+    :obj:`None` (native kernels off, or no working compiler)."""
+    return native.kernel("dropout.c", {}, _SIGNATURES, "dropout draws its masks with torch's generator")
+
+
+class _PhiloxDropout(torch.autograd.Function):
+    r"""``residual + dropout(x)`` (no :obj:`residual`: ``dropout(x)``) in the native kernel, one pass over the
+    elements: the keep mask of element :math:`i` comes from the Philox4x32-10 block of counter :math:`i` (in the
+    kernel's chunk order) under a 64-bit key drawn from torch's default generator, and the backward draws it again
+    from the same key (no mask is stored)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, residual: Tensor | None, p: float, kernel: Any) -> Tensor:
+        x = x.contiguous()
+        residual = None if residual is None else residual.contiguous()
+        # 64 random bits from torch's default generator: torch.manual_seed repeats the masks
+        key = int(torch.empty((), dtype=torch.int64).random_(-(2**63), None)) % 2**64
+        ctx.args = (key % 2**32, key >> 32, min(round(p * _LANE_RANGE), _LANE_RANGE - 1), 1.0 / (1.0 - p))
+        out = torch.empty_like(x)
+        kernel.dropout_forward(x.numel(), x.data_ptr(), None if residual is None else residual.data_ptr(),
+                               out.data_ptr(), *ctx.args)
+        ctx.kernel, ctx.has_residual = kernel, residual is not None
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        grad = grad.contiguous()  # a broadcast gradient (a sum's) is materialised once
+        grad_x = torch.empty_like(grad)
+        ctx.kernel.dropout_backward(grad.numel(), grad.data_ptr(), grad_x.data_ptr(), *ctx.args)
+        return grad_x, grad if ctx.has_residual else None, None, None
+
+
+def _philox(x: Tensor) -> Any:
+    # The native kernel for float32; float64 and a sync census (which counts what a GPU would do: the key is read on
+    # the host) keep the bulk bits of scaled_keep_mask.
+    return philox_kernel() if x.dtype == torch.float32 and not sync_census.counting() else None
 
 
 class _Dropout(torch.autograd.Function):
@@ -68,11 +119,14 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     :func:`torch.nn.functional.dropout`: in training every element of :obj:`x` is zeroed independently with
     probability :obj:`p` and the others are scaled by :math:`1 / (1 - p)`; otherwise :obj:`x` is returned.
 
-    On CPU (float32 and float64, eager mode) the mask comes from 32 random bits per element drawn in bulk from
-    torch's default generator (so :func:`torch.manual_seed` makes it repeatable), which makes it about three times
-    faster than :func:`torch.nn.functional.dropout`, whose CPU kernel draws one Bernoulli number at a time; the
-    drop probability is :obj:`p` rounded to a multiple of :math:`2^{-32}`. Elsewhere (a GPU, another dtype,
-    :func:`torch.compile`) it is :func:`torch.nn.functional.dropout`.
+    On CPU in eager mode the drop probability is :obj:`p` rounded to a multiple of :math:`2^{-32}` and the masks are
+    repeatable with :func:`torch.manual_seed`. In float32 a native kernel (:func:`philox_kernel`) draws each
+    element's 32 bits from the counter-based generator Philox4x32-10 under a 64-bit key taken from torch's default
+    generator, in one pass with the multiplication, and the backward draws the same mask again (none is stored); in
+    float64 (or without a compiler) the mask comes from 32 random bits per element drawn in bulk from torch's
+    default generator. Both are several times faster than :func:`torch.nn.functional.dropout`, whose CPU kernel
+    draws one Bernoulli number at a time. Elsewhere (a GPU, another dtype, :func:`torch.compile`) it is
+    :func:`torch.nn.functional.dropout`.
 
     Shapes: any, the output has the shape of :obj:`x`.
     """
@@ -80,6 +134,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if not _fast(x, p):
         return F.dropout(x, p, True)
+    if (kernel := _philox(x)) is not None:
+        return _PhiloxDropout.apply(x, None, p, kernel)
     return _Dropout.apply(x, p)
 
 
@@ -93,6 +149,8 @@ def dropout_add(x: Tensor, residual: Tensor, p: float = 0.5, training: bool = Tr
         return residual + x
     if not _fast(x, p) or residual.dtype != x.dtype or residual.device != x.device:
         return residual + F.dropout(x, p, True)
+    if (kernel := _philox(x)) is not None:
+        return _PhiloxDropout.apply(x, residual, p, kernel)
     return _DropoutAdd.apply(x, residual, p)
 
 
