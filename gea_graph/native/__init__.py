@@ -30,6 +30,9 @@ _LOCK = threading.Lock()
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
 #: Seconds a compilation may take before the kernel counts as unavailable (a variant takes about 0.2 s).
 COMPILE_TIMEOUT_S = 120
+#: Widest kernel row (floats) the callers build a kernel for: beyond, a row no longer stays in vector registers and
+#: they run their PyTorch path.
+MAX_WIDTH = 128
 #: ctypes argument types of the kernels' signatures: a pointer, a 64-bit integer, an unsigned 32-bit integer, a float.
 POINTER, INT64, UINT32, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_float
 

@@ -305,9 +305,6 @@ class _ExternalUnits(torch.autograd.Function):
         return grad_x, None, None, None, grad_w_k, grad_b_k, grad_w_v, grad_b_v, None, None
 
 
-#: Largest head width and unit count the native kernel is built for (beyond, the PyTorch path runs: a row of
-#: that width no longer stays in registers).
-NATIVE_MAX_WIDTH = 128
 #: Largest number of heads of the native kernel (it keeps one vector per head of a node).
 NATIVE_MAX_HEADS = 16
 _P, _I, _F = native.POINTER, native.INT64, native.FLOAT
@@ -323,8 +320,8 @@ _SIGNATURES = {
 def external_units_kernel(head_channels: int, units: int, heads: int) -> Any:
     r"""The native float32 kernel of the external units (``gea_graph/native/kernels/external_units.c``) for
     :math:`d/H` = ``head_channels``, :math:`S` = ``units`` and :math:`H` = ``heads``, or :obj:`None` (native
-    kernels off, sizes beyond :data:`NATIVE_MAX_WIDTH` / :data:`NATIVE_MAX_HEADS`, or no working compiler)."""
-    if max(head_channels, units) > NATIVE_MAX_WIDTH or heads > NATIVE_MAX_HEADS:
+    kernels off, sizes beyond :data:`gea_graph.native.MAX_WIDTH` / :data:`NATIVE_MAX_HEADS`, or no working compiler)."""
+    if max(head_channels, units) > native.MAX_WIDTH or heads > NATIVE_MAX_HEADS:
         return None
     defines = {"D": head_channels, "S": units, "H": heads, "VD": native.lanes(head_channels),
                "VS": native.lanes(units)}

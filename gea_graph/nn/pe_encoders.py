@@ -20,8 +20,6 @@ from gea_graph.nn.norm import spans_processes
 MODES = ("concat", "add")
 LAP_MODELS = ("deepset", "linear")
 SIGN_SCOPES = ("graph", "batch")
-#: Widest DeepSet layer the native kernel is built for (beyond, the PyTorch path runs).
-NATIVE_MAX_WIDTH = 128
 
 _P, _I = native.POINTER, native.INT64
 _DEEPSET_SIGNATURES = {
@@ -33,8 +31,8 @@ _DEEPSET_SIGNATURES = {
 def deepset_kernel(hidden: int, out: int) -> Any:
     r"""The native float32 kernel of the two-layer ReLU DeepSet ``Linear(2, hidden) → ReLU → Linear(hidden, out) →
     ReLU`` summed over the eigenpairs (``gea_graph/native/kernels/lap_deepset.c``), or :obj:`None` (native kernels
-    off, widths beyond :data:`NATIVE_MAX_WIDTH`, or no working compiler)."""
-    if max(hidden, out) > NATIVE_MAX_WIDTH:
+    off, widths beyond :data:`gea_graph.native.MAX_WIDTH`, or no working compiler)."""
+    if max(hidden, out) > native.MAX_WIDTH:
         return None
     defines = {"H1": hidden, "P": out, "V1": native.lanes(hidden), "VP": native.lanes(out)}
     return native.kernel("lap_deepset.c", defines, _DEEPSET_SIGNATURES, "LapPEEncoder runs its PyTorch path")
