@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -56,11 +57,22 @@ def enabled() -> bool:
     return os.environ.get("GEA_GRAPH_NATIVE", "1") != "0" and os.name == "posix"
 
 
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.h)"[^\n]*$', re.MULTILINE)
+
+
+def kernel_text(name: str) -> str:
+    r"""The text of ``kernels/<name>`` with each ``#include "<header>.h"`` replaced by that header of the same
+    folder (one level: a header includes only system headers). The compiler reads the source on stdin, where a
+    quoted include would have no folder to search."""
+    folder = resources.files("gea_graph.native").joinpath("kernels")
+    return _INCLUDE.sub(lambda m: folder.joinpath(m.group(1)).read_text(), folder.joinpath(name).read_text())
+
+
 def _compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
-def _build(source: str, defines: dict[str, int | str]) -> ctypes.CDLL:
+def _build(text: str, defines: dict[str, int | str]) -> ctypes.CDLL:
     cc = _compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
@@ -74,7 +86,7 @@ def _build(source: str, defines: dict[str, int | str]) -> ctypes.CDLL:
         for extra in (arch, []):
             # The source goes in on stdin: the library is the only file, and it lives as long as this block.
             try:
-                res = subprocess.run([cc, *flags, *extra, "-x", "c", "-", "-o", lib, "-lm"], input=source,
+                res = subprocess.run([cc, *flags, *extra, "-x", "c", "-", "-o", lib, "-lm"], input=text,
                                      capture_output=True, text=True, check=False, timeout=COMPILE_TIMEOUT_S)
             except subprocess.TimeoutExpired as err:
                 raise RuntimeError(f"{cc} took over {COMPILE_TIMEOUT_S} s") from err
@@ -98,9 +110,8 @@ def kernel(source: str, defines: Mapping[str, int | str], signatures: Mapping[st
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
-        text = resources.files("gea_graph.native").joinpath("kernels", source).read_text()
         try:
-            lib = _build(text, dict(defines))
+            lib = _build(kernel_text(source), dict(defines))
         except (OSError, RuntimeError) as err:
             warnings.warn(f"gea_graph: the native kernel {source} could not be built ({err}); {what}",
                           RuntimeWarning, stacklevel=3)

@@ -164,3 +164,21 @@ def test_a_compiler_that_hangs_counts_as_none(monkeypatch):
     monkeypatch.setattr(subprocess, "run", hang)
     with pytest.warns(RuntimeWarning, match="took over"):
         assert ea.external_units_kernel(16, 16, 4) is None
+
+
+def test_kernel_sources_inline_their_shared_header():
+    """The compiler reads a kernel on stdin, so ``native.kernel_text`` inlines the headers of the kernels folder:
+    the two kernels that sum weight gradients share one ``flush`` (and the package ships the header)."""
+    import tomllib
+    from importlib import resources
+    from pathlib import Path
+
+    folder = resources.files("gea_graph.native").joinpath("kernels")
+    header = folder.joinpath("block_sums.h").read_text()
+    for name in ("external_units.c", "lap_deepset.c"):
+        assert '#include "block_sums.h"' in folder.joinpath(name).read_text()
+        text = native.kernel_text(name)
+        assert '#include "' not in text and text.count(header) == 1
+        assert text.count("static inline void flush(") == 1
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert "kernels/*.h" in pyproject["tool"]["setuptools"]["package-data"]["gea_graph.native"]

@@ -65,21 +65,7 @@ static inline vs_t exp_nonpositive(vs_t x) {
 
 #define GROUP(index, n) ((index) ? (index)[n] : 0)
 
-/* Weight gradients are sums over all rows: each is summed in float over a block of BLOCK nodes, and the blocks in
- * double, so that the rounding error does not grow with the batch (a running float sum over 10^5 rows would be
- * off by ~1e-4 relative, and data-parallel processes, which sum halves, would drift from one process). */
-#define BLOCK 32
-
-static inline void flush(double *restrict total, void *restrict part, int64_t n) {
-    float f[n];
-    memcpy(f, part, n * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) total[i] += f[i];
-    memset(part, 0, n * sizeof(float));
-}
-
-static inline void store_totals(float *restrict dst, const double *restrict total, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = (float)total[i];
-}
+#include "block_sums.h" /* BLOCK, flush, store_totals */
 
 /* Forward 1: logits a = x Wk^T into p, and their per-group maxima into mx_out [G H][VS]. */
 void gea_forward_logits(int64_t N, int64_t G, const float *restrict x, const int64_t *restrict index,

@@ -22,9 +22,8 @@ typedef int32_t vpi_t __attribute__((vector_size(VP * sizeof(float)), aligned(4)
 static const v1_t ZERO_1 = {0};
 static const vp_t ZERO_P = {0};
 
-/* Weight gradients are summed in float over a block of BLOCK nodes and the blocks in double (as the GEA kernel):
- * the rounding error does not grow with the batch. */
-#define BLOCK 32
+/* weight gradients: float block sums of BLOCK nodes, the blocks in double (as the GEA kernel) */
+#include "block_sums.h"
 
 /* v where cond > 0, else 0 (C has no vector ?:) */
 static inline v1_t where_positive1(v1_t cond, v1_t v) { return (v1_t)((v1i_t)v & (cond > ZERO_1)); }
@@ -76,13 +75,6 @@ void lap_deepset_forward(int64_t N, int64_t K, const float *restrict raw /* [N][
             if (m != 0.0f) add_row(out + (i0 + u) / K * P, m * where_positivep(pre[u], pre[u]));
         }
     }
-}
-
-static inline void flush(double *restrict total, void *restrict part, int64_t n) {
-    float f[n];
-    memcpy(f, part, n * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) total[i] += f[i];
-    memset(part, 0, n * sizeof(float));
 }
 
 /* w2 [P][V1]: W2 (rows); grad [N][P]. Writes gw1 [3][V1] (dW1 columns for a and l, db1), gw2t [H1][VP] (dW2^T)
@@ -142,7 +134,7 @@ void lap_deepset_backward(int64_t N, int64_t K, const float *restrict raw, const
     }
     flush(total, &part, count);
     float result[sizeof part / sizeof(float)];
-    for (int64_t i = 0; i < count; ++i) result[i] = (float)total[i];
+    store_totals(result, total, count);
     memcpy(&part, result, sizeof part);
     memcpy(gw1_out, part.gw1, sizeof part.gw1);
     memcpy(gb2_out, &part.gb2, sizeof part.gb2);
