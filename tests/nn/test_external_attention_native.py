@@ -169,9 +169,10 @@ def test_a_compiler_that_hangs_counts_as_none(monkeypatch):
 def test_kernel_sources_inline_their_shared_header():
     """The compiler reads a kernel on stdin, so ``native.kernel_text`` inlines the headers of the kernels folder:
     the two kernels that sum weight gradients share one ``flush`` (and the package ships the header)."""
-    import tomllib
     from importlib import resources
     from pathlib import Path
+
+    import tomllib
 
     folder = resources.files("gea_graph.native").joinpath("kernels")
     header = folder.joinpath("block_sums.h").read_text()
