@@ -89,6 +89,7 @@ def training_step_row(model: Module, compiled_model: Module, recipe, settings: S
     each, a last one of a single graph), alternating blocks of steps; warm-up: every batch once (the
     compilations)."""
     from gea_graph.bench.perf.throughput import StepTimer
+    from gea_graph.train.module import build_optimizer
 
     device = settings.device
     sizes = settings.step_batches
@@ -102,8 +103,8 @@ def training_step_row(model: Module, compiled_model: Module, recipe, settings: S
         return torch.nn.functional.l1_loss(m(batch, max_num_nodes=ZINC_MAX_NODES), batch.y)
 
     opt = recipe.optim
-    timers = [StepTimer(m, loss, torch.optim.AdamW(m.parameters(), lr=opt.lr, weight_decay=opt.weight_decay),
-                        stream, device, opt.clip) for m in (compiled_model, model)]
+    timers = [StepTimer(m, loss, build_optimizer(m.parameters(), opt), stream, device, opt.clip)
+              for m in (compiled_model, model)]
     for timer in timers:
         timer.run(len(stream), timed=False)
     steps = max(settings.train_steps, len(stream))

@@ -75,6 +75,7 @@ def recipe_trainer(device: torch.device, root: str | None = None) -> tuple[StepT
     from gea_graph.models import build_model, count_parameters
     from gea_graph.train.data import load_datasets, make_loader
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
+    from gea_graph.train.module import build_optimizer
     from gea_graph.train.recipe import load_recipe
 
     # The recipe's data section, pointed at the suite's ZINC build (its PEs are a superset of the
@@ -93,8 +94,7 @@ def recipe_trainer(device: torch.device, root: str | None = None) -> tuple[StepT
         return criterion(pred, target) + m.aux_loss()
 
     opt = recipe.optim
-    optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=tuple(opt.betas),
-                                  eps=opt.eps, weight_decay=opt.weight_decay)
+    optimizer = build_optimizer(model.parameters(), opt)  # as training builds it
     note = (f"recipe {RECIPE} ({count_parameters(model)} parameters), batch "
             f"{recipe.trainer.batch_size}")
     return StepTimer(model, loss, optimizer, loader, device, opt.clip), loader, note

@@ -103,18 +103,17 @@ def interleaved_medians(step: Callable[[], None], forms: dict[str, Callable[[], 
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def _training_step(recipe_name: str, batch: Batch) -> Callable[[], None]:
+def _training_step(recipe_name: str, batch: Batch, fused: bool = True) -> Callable[[], None]:
     from gea_graph.models import build_model
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
+    from gea_graph.train.module import build_optimizer
     from gea_graph.train.recipe import load_recipe
 
     recipe = load_recipe(recipe_name)
     torch.manual_seed(0)
     model = build_model(recipe.model).to(batch.x.device).train()  # on the batch's device (CUDA in perf)
     criterion = loss_fn(resolve_task(recipe.model, recipe.trainer.loss, recipe.trainer.metric)[0])
-    opt = recipe.optim
-    optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
-                                  weight_decay=opt.weight_decay)
+    optimizer = build_optimizer(model.parameters(), recipe.optim, fused)  # as training builds it
     task = recipe.model.task
 
     def step() -> None:
