@@ -50,6 +50,9 @@ def compile_rows(settings: Settings) -> list[Row]:
     from gea_graph.nn import GEAETLayer
     from gea_graph.train.recipe import load_recipe
 
+    # Compilations made earlier in this process (of the same model code) count against dynamo's recompile limit,
+    # and the rows would time a cache they did not build: start from none.
+    torch.compiler.reset()
     device = settings.device
     rows: list[Row] = []
     inp = layer_input("ZINC", CHANNELS, device)
