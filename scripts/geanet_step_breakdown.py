@@ -11,8 +11,8 @@ training graphs with LapPE-10, :func:`gea_graph.bench.perf.training.peptides_bat
 forward + backward of each part, taken from the models the recipes build: a layer's GCN branch, its GEANet branch and
 the GEA unit inside it, the branch's dropout and residual sum (ours and PyTorch's), its BatchNorm, a whole GCN block of
 the MPNN model, the node encoders (with the positional-encoding encoder where the GEANet recipe has one) and both whole
-training steps. Each part is called in turn, interleaved, ``--repeats`` times after one warm-up call; the table gives the median
-of each (wall clock, milliseconds). The last lines say what the parts imply for the row's ratio.
+training steps. Each part is called in turn, interleaved, ``--repeats`` times after one warm-up call; the table gives
+the median of each (wall clock, milliseconds). The last lines say what the parts imply for the row's ratio.
 """
 from __future__ import annotations
 

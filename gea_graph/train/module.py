@@ -37,8 +37,8 @@ def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool 
 
     With :obj:`fused` (and every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation:
     the same update, to float rounding, in one kernel per step. On CPU PyTorch's default is a Python loop of about
-    ten operators per parameter, which costs a ZINC GatedGCN+GEANet step (batch 64) 7 % of its time
-    (docs/performance.md)."""
+    ten operators per parameter tensor, 2-7 % of a ZINC training step at batch 64 (docs/performance.md, "Fused
+    Adam(W)")."""
     params = list(parameters)
     cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
     fused = fused and bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
