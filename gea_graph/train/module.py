@@ -31,14 +31,15 @@ from gea_graph.train.metrics import (
 from gea_graph.train.recipe import OptimConfig, recipe_from_dict
 
 
-def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool = True) -> torch.optim.Optimizer:
+def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
     r"""The recipe's optimiser (``torch.optim.AdamW``, or ``torch.optim.Adam`` for ``optim.optimizer: adam``) over
-    :obj:`parameters`, with its rate, betas, epsilon and weight decay.
+    :obj:`parameters`, with its rate, betas, epsilon and weight decay: PyTorch's default implementation, as training
+    uses it.
 
-    With :obj:`fused` (and every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation:
-    the same update, to float rounding, in one kernel per step. On CPU PyTorch's default is a Python loop of about
-    ten operators per parameter tensor, 2-7 % of a ZINC training step at batch 64 (docs/performance.md, "Fused
-    Adam(W)")."""
+    With :obj:`fused` (and every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation
+    instead: one kernel per step where the default is a loop of about ten operators per parameter tensor, 2-7 %
+    of a ZINC training step at batch 64. Training does not use it: under DDP on CPU it made two processes differ
+    from one by 3.6e-4 (the loop: 2e-6), which is not explained yet (docs/performance.md, "Fused Adam(W)")."""
     params = list(parameters)
     cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
     fused = fused and bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
@@ -280,10 +281,7 @@ class GraphTask(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
-        # Lightning refuses gradient clipping with a fused optimizer under mixed precision (its step unscales).
-        trainer = self._trainer  # None when called outside a fit (self.trainer would raise)
-        mixed = trainer is not None and str(trainer.precision).endswith("mixed")
-        optimizer = build_optimizer(self.parameters(), opt, fused=not mixed)
+        optimizer = build_optimizer(self.parameters(), opt)
         if opt.schedule == "constant":
             return {"optimizer": optimizer}
         if opt.schedule == "plateau":

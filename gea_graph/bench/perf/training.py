@@ -103,7 +103,7 @@ def interleaved_medians(step: Callable[[], None], forms: dict[str, Callable[[], 
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def _training_step(recipe_name: str, batch: Batch, fused: bool = True) -> Callable[[], None]:
+def _training_step(recipe_name: str, batch: Batch, fused: bool = False) -> Callable[[], None]:
     from gea_graph.models import build_model
     from gea_graph.train.metrics import loss_fn, prepare, resolve_task
     from gea_graph.train.module import build_optimizer
