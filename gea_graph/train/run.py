@@ -34,7 +34,7 @@ import lightning as L
 import torch
 import yaml
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, Timer
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
@@ -362,6 +362,20 @@ class StopAt(Callback):
             self.stopped = True
 
 
+class EndAtTimeCap(Callback):
+    r"""Ends a run at the end of the epoch (its evaluation included) during which its wall-clock cap ran out.
+    Lightning's :class:`~lightning.pytorch.callbacks.Timer` checks the cap after each training step only: a cap that
+    runs out while the epoch's validation runs would start another epoch, which trains one step and evaluates again
+    (up to 100 s past the 7-minute cap of ``geaet-tree-r5``, whose evaluation takes 46 s; with ``optim.horizon:
+    time`` that step's learning rate is already 0). Process 0 decides and the others follow."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is not None and trainer.strategy.broadcast(remaining <= 0, src=0):
+            trainer.should_stop = True
+
+
 class GlobalBatchNorm(LayerSync):
     r"""Lightning's layer-sync plugin (DDP applies it before wrapping the module and reverts it at the end) turning
     every BatchNorm into :class:`~gea_graph.nn.DistributedBatchNorm`: statistics over the global batch, on CPUs
@@ -563,6 +577,7 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         gradient_clip_val=recipe.optim.clip, logger=loggers,
         callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE),
                    ReleaseFreeHeap(tr.release_memory_every), *([pause] if pause else []),
+                   *([EndAtTimeCap()] if minutes else []),
                    *callbacks],
         plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,
         num_sanity_val_steps=0, enable_progress_bar=progress, enable_model_summary=False,

@@ -167,3 +167,15 @@ def test_train_says_which_recipe_file_it_resolved(tmp_path, monkeypatch, capsys)
     out = capsys.readouterr().out
     shadowed = (REPO / "models" / "gin-tree-r2.yaml").resolve()
     assert f"recipe: {tmp_path.resolve() / 'models' / 'gin-tree-r2.yaml'} (shadows the packaged {shadowed})" in out
+
+
+def test_a_cap_that_runs_out_during_evaluation_ends_the_run_at_that_epoch(tmp_path, monkeypatch):
+    # Lightning's Timer checks the cap after training steps only; with that check switched off, only the check at
+    # the epoch's end (after its evaluation) can end the run: it must, at the first epoch, not train 3
+    from lightning.pytorch.callbacks import Timer
+
+    monkeypatch.setattr(Timer, "on_train_batch_end", lambda *args, **kwargs: None)
+    result = fit(recipe(), tmp_path / "run", progress=False, verbose=False, accelerator="cpu", devices=1,
+                 max_time=1e-5)
+    assert result["epochs"] == 1
+    assert len(read_metrics(tmp_path / "run" / "metrics.csv")) == 1
