@@ -63,7 +63,11 @@ SECTIONS = (
             "at 7 CPU minutes (one thread, two runs side by side), 2 seeds; test accuracy at the best validation "
             "epoch, and the training accuracy of that epoch's checkpoint (eval mode), which the original benchmark "
             "(Alon & Yahav) reports. The recipes' cosine runs over each run's budget (the 7 minutes, or the recipe's "
-            "epochs when those end it first) without warm-up.",
+            "epochs when those end it first) without warm-up. A run's time and its cap count each epoch's "
+            "evaluation (val and test). The runs below were made on commit 7165257, where a cap that ran out during "
+            "an epoch's evaluation let the run start one more epoch: one training step at a learning rate of 0 and a "
+            "second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6). A run now ends at the end of that epoch "
+            "(`gea_graph.train.run.EndAtTimeCap`).",
             plots=("tree-depth-cpu.png", "curves.png")),
 )
 
