@@ -67,7 +67,11 @@ SECTIONS = (
             "evaluation (val and test). The runs below were made on commit 7165257, where a cap that ran out during "
             "an epoch's evaluation let the run start one more epoch: one training step at a learning rate of 0 and a "
             "second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6). A run now ends at the end of that epoch "
-            "(`gea_graph.train.run.EndAtTimeCap`).",
+            "(`gea_graph.train.run.EndAtTimeCap`). Two more differences of that commit: it trained with PyTorch's "
+            "fused AdamW (the same update to float rounding; training has used the default loop again since, see "
+            "docs/performance.md \"Fused Adam(W)\"), and a run's peak memory was at least the bench process's "
+            "(781-799 MiB here: Linux passes `ru_maxrss` on to a child; a run reads its own `VmHWM` since, "
+            "docs/performance.md \"Peak memory of a child process\").",
             plots=("tree-depth-cpu.png", "curves.png")),
 )
 

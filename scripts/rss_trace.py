@@ -8,7 +8,7 @@ Trains ``RECIPE`` (one epoch at most, capped at ``--minutes``, seed 0; ``KEY=VAL
 ``trainer.release_memory_every=1``) into ``--out`` (default: a fresh temporary folder, removed afterwards) with
 ``THP_MEM_ALLOC_ENABLE=1`` as the ``gea-graph`` command sets it, and prints the steps trained, the resident set after
 each step (MiB, ``/proc/self/statm``, read after the run's own callbacks, so after a release of the free heap when
-one was due) and the process's peak (``ru_maxrss``).
+one was due) and the process's peak (``VmHWM``, :func:`gea_graph.train.memory.peak_resident_mib`).
 
 With ``--first-evaluation`` it instead reads ``/proc/self/smaps`` when the first validation starts and when it ends,
 stops the run there, and prints the ``--rows`` mappings whose resident pages grew the most (MiB, summed over the
@@ -24,7 +24,6 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, 
 import argparse
 import collections
 import contextlib
-import resource
 import tempfile
 import time
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from gea_graph.train.memory import peak_resident_mib
 from gea_graph.train.recipe import load_recipe
 from gea_graph.train.run import fit
 
@@ -106,9 +106,9 @@ def main() -> None:
         for name, mib in sorted(trace.growth.items(), key=lambda kv: -kv[1])[:args.rows]:
             print(f"{mib:9.1f}  {os.path.basename(name) if name.startswith('/') else name}")
         return
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_resident_mib()
     print(f"{args.recipe} {' '.join(args.overrides)}: {len(trace.resident)} steps in {time.perf_counter() - start:.0f} s, "
-          f"peak {peak:.0f} MiB (ru_maxrss)")
+          f"peak {peak:.0f} MiB (VmHWM)")
     print("resident MiB after each step:", " ".join(f"{r:.0f}" for r in trace.resident))
 
 

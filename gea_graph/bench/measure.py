@@ -12,8 +12,11 @@ through) and returns a :class:`Measurement`:
   the tree (a memory-mapped dataset read by DataLoader workers, the pages of a forked parent) once, where a sum of
   RSS would count it once per process. Being sampled, it can miss a peak shorter than the interval.
 - ``peak_rss_bytes``: the peak RSS of the largest single process of the tree: the kernel's high-water mark
-  (``VmHWM`` of ``/proc/PID/status``, sampled, and ``ru_maxrss`` of ``wait4``, exact for the command and the
-  descendants it waited for).
+  (``VmHWM`` of ``/proc/PID/status``, sampled: exact since the process started its program, but growth in the last
+  ``interval`` before a process exits is missed) and ``ru_maxrss`` of ``wait4`` (exact for the command and the
+  descendants it waited for) where that exceeds this process's own ``VmHWM`` when it started the command: Linux
+  carries ``ru_maxrss`` over from the parent across fork and exec, so below that mark it may be this process's
+  size, not the command's.
 - ``disk_bytes``: the sum of the sizes of the files under ``disk`` (a folder, recursively, nothing excluded; or one
   file) after the command exits; 0 when it does not exist.
 - ``exit_status``: the command's (negative: killed by that signal).
@@ -140,6 +143,7 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
                          load_average_before=load_average())
     me = os.getpid()
     already = set(_children_map().get(me, ()))  # e.g. a data loader's workers: not the command's
+    inherited = _kib_field("/proc/self/status", b"VmHWM:") or 0  # what the command's ru_maxrss starts from, at most
     start = time.perf_counter()
     proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, env=None if env is None else dict(env))
     done = threading.Event()
@@ -162,7 +166,8 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
     waiter.join()
     proc.returncode = os.waitstatus_to_exitcode(waited["status"])  # reaped by wait4: Popen must not wait again
     result.wall_s = waited["end"] - start
-    result.peak_rss_bytes = max(result.peak_rss_bytes, waited["maxrss"])
+    if waited["maxrss"] > inherited:
+        result.peak_rss_bytes = max(result.peak_rss_bytes, waited["maxrss"])
     result.exit_status = proc.returncode
     result.disk_bytes = disk_usage(disk)
     result.load_average_after = load_average()

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import subprocess
 import tempfile
 import time
@@ -206,7 +205,9 @@ def peak_memory_mib(device: torch.device) -> tuple[str, float]:
     process."""
     if device.type == "cuda":
         return "GPU allocated", torch.cuda.max_memory_allocated(device) / 2 ** 20
-    return "CPU resident", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from gea_graph.train.memory import peak_resident_mib
+
+    return "CPU resident", peak_resident_mib()
 
 
 def format_report(outcomes: Sequence[Outcome], env: dict[str, str], peak: tuple[str, float]) -> str:

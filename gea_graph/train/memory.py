@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import resource
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +34,23 @@ from gea_graph.data.store import release_mapped_pages
 
 #: Training steps between two releases of the free heap.
 TRIM_EVERY = 16
+
+
+def peak_resident_mib() -> float:
+    r"""The peak resident set size of this process since it started its program, in MiB: the kernel's high-water
+    mark ``VmHWM`` of ``/proc/self/status`` on Linux. Not ``ru_maxrss``: Linux carries that over from the parent
+    across fork and exec, so a run started by a large process (``gea-graph bench``, which builds the datasets in its
+    own process first, or ``gea-graph perf``) would report at least that process's size. Elsewhere ``ru_maxrss``
+    (bytes on macOS, KiB on the other systems)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
 
 
 @lru_cache(maxsize=1)

@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import os
-import resource
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -53,7 +52,7 @@ from gea_graph.data.files import (
 from gea_graph.data.store import available_cpus
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
-from gea_graph.train.memory import ReleaseFreeHeap
+from gea_graph.train.memory import ReleaseFreeHeap, peak_resident_mib
 from gea_graph.train.module import GraphTask
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, load_yaml, recipe_from_dict
 
@@ -423,10 +422,11 @@ class MovableCheckpoint(ModelCheckpoint):
 
 
 def peak_memory_mb() -> float:
-    r"""Peak memory of this process in MiB: CUDA's peak allocation on a GPU, else the peak resident set size."""
+    r"""Peak memory of this process in MiB: CUDA's peak allocation on a GPU, else the peak resident set size
+    (:func:`~gea_graph.train.memory.peak_resident_mib`)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return torch.cuda.max_memory_allocated() / 2 ** 20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_resident_mib()
 
 
 def evaluate_train(trainer: L.Trainer, module: GraphTask, checkpoint: ModelCheckpoint,

@@ -205,3 +205,14 @@ def test_measure_leaves_out_children_started_before(tmp_path):
         holder.wait()
     assert result.exit_status == 0 and result.peak_processes == 1
     assert result.peak_pss_bytes < 50e6
+
+
+def test_measure_counts_the_command_not_the_size_of_the_process_that_started_it(tmp_path):
+    # Linux carries ru_maxrss over from the parent across fork and exec: `sleep` started by a process of 512 MiB
+    # reports 512 MiB in wait4's ru_maxrss. Its own peak is a few MiB.
+    ballast = b"b" * (512 << 20)
+    try:
+        result = measure_build.measure("small", ["sleep", "0.3"], tmp_path, interval=0.05)
+    finally:
+        del ballast
+    assert result.exit_status == 0 and 0 < result.peak_rss_bytes < 50e6

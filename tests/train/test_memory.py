@@ -83,3 +83,19 @@ def test_cli_turns_on_huge_page_allocation_before_torch():
                           capture_output=True, text=True, check=True, env={**__import__("os").environ,
                                                                            "THP_MEM_ALLOC_ENABLE": "0"}).stdout
     assert kept.strip() == "0"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
+def test_peak_resident_is_the_programs_own_not_its_parents():
+    # A run started by a large process (the bench after building its datasets) must not report that process's size:
+    # Linux carries ru_maxrss over across fork and exec, VmHWM starts afresh with the program.
+    ballast = b"b" * (1 << 30)
+    try:
+        probe = ("import resource; from gea_graph.train.memory import peak_resident_mib; "
+                 "print(peak_resident_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+        out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=120)
+    finally:
+        del ballast
+    ours, maxrss = map(float, out.stdout.split())
+    assert maxrss >= 1024  # the trap: the parent's gigabyte
+    assert 0 < ours < 900  # this program's imports, not the parent's gigabyte
