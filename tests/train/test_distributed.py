@@ -209,11 +209,12 @@ def test_readme_ddp_command_trains_zinc_on_two_processes_counting_every_graph_on
                                                                                     tmp_path):
     # The README's `gea-graph train geaet-zinc --devices 4 --strategy ddp`, on 2 CPU processes (gloo) and a tiny
     # model: 33 validation graphs, an odd number that a DistributedSampler would pad with a repeated graph. With
-    # trainer.eval_train, the best checkpoint's metric on the (sharded) training split too.
+    # trainer.eval_train, the best checkpoint's metric on the (sharded) training split too. With a time cap (not
+    # reached) both processes take part in each epoch-end check of it (EndAtTimeCap's broadcast).
     out = tmp_path / "run"
     overrides = [*ZINC_DATA, *TINY_GEAET, f"data.root={shared_data_root}", "trainer.eval_train=true"]
     proc = run_cli(["train", "geaet-zinc", *overrides, "--out", str(out), "--accelerator", "cpu", "--devices", "2",
-                    "--strategy", "ddp", "--threads", "1", "--no-progress"], tmp_path)
+                    "--strategy", "ddp", "--threads", "1", "--no-progress", "--max-time", "60"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads((out / "result.json").read_text())
     assert result["epochs"] == 2
