@@ -664,8 +664,9 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
             bars = ax.errorbar(depths, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3,
                                linestyle=style, color=colour, label=f"{model} {split}")
             colour = bars.lines[0].get_color()
+    depths = sorted({d for splits in points.values() for by_depth in splits.values() for d in by_depth})
     ax.set(xlabel="problem radius r", ylabel="accuracy (test solid, train dashed)", ylim=(0, 1.05),
-           title="TreeNeighbourMatch (GEAET Fig. 7)")
+           title="TreeNeighbourMatch (GEAET Fig. 7)", xticks=depths)  # radii are integers: no tick at 2.5
     ax.legend()
     fig.tight_layout()
     save_figure(fig, path, dpi=100)

@@ -87,6 +87,7 @@ def test_depth_plot_draws_train_dashed_beside_test_solid(tmp_path, monkeypatch):
     assert (lines["gcn test"].get_linestyle(), lines["gcn train"].get_linestyle()) == ("-", "--")
     assert list(lines["gcn test"].get_xdata()) == [2, 3] and list(lines["gcn train"].get_ydata()) == [1.0]
     assert lines["gcn test"].get_color() == lines["gcn train"].get_color()
+    assert list(figures[0].axes[0].get_xticks()) == [2, 3]  # one tick per radius, none between
 
 
 def test_suite_lists_every_model_and_depth():
