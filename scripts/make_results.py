@@ -64,14 +64,7 @@ SECTIONS = (
             "epoch, and the training accuracy of that epoch's checkpoint (eval mode), which the original benchmark "
             "(Alon & Yahav) reports. The recipes' cosine runs over each run's budget (the 7 minutes, or the recipe's "
             "epochs when those end it first) without warm-up. A run's time and its cap count each epoch's "
-            "evaluation (val and test). The runs below were made on commit 7165257, where a cap that ran out during "
-            "an epoch's evaluation let the run start one more epoch: one training step at a learning rate of 0 and a "
-            "second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6). A run now ends at the end of that epoch "
-            "(`gea_graph.train.run.EndAtTimeCap`). Two more differences of that commit: it trained with PyTorch's "
-            "fused AdamW (the same update to float rounding; training has used the default loop again since, see "
-            "docs/performance.md \"Fused Adam(W)\"), and a run's peak memory was at least the bench process's "
-            "(781-799 MiB here: Linux passes `ru_maxrss` on to a child; a run reads its own `VmHWM` since, "
-            "docs/performance.md \"Peak memory of a child process\").",
+            "evaluation (val and test).",
             plots=("tree-depth-cpu.png", "curves.png")),
 )
 
@@ -375,6 +368,19 @@ GOALS: dict[str, Callable[[Bench, dict[str, float]], list[str]]] = {
     "zinc-cpu-10min": zinc_goals, "peptides-func-cpu-30min": peptides_goals}
 
 
+#: What runs made on a commit did differently from the code since, found after they ran: the page says it under
+#: every bench with an invocation of that commit (and no longer once the bench is rerun).
+COMMIT_NOTES: dict[str, str] = {
+    "7165257": (
+        "a time cap that ran out during an epoch's evaluation let the run start one more epoch, one training step at "
+        "a learning rate of 0 and a second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6 of "
+        "tree-depth-cpu; a run ends at that epoch since, `gea_graph.train.run.EndAtTimeCap`); training used "
+        "PyTorch's fused AdamW (the same update to float rounding; the default loop since, docs/performance.md "
+        "\"Fused Adam(W)\"); a run's peak memory was at least the bench process's (Linux passes `ru_maxrss` on to a "
+        "child; a run reads its own `VmHWM` since, docs/performance.md \"Peak memory of a child process\")"),
+}
+
+
 def how_it_ran(bench: Bench, page: Path) -> list[str]:
     r"""The command, the machine, the threads and jobs, the dates and the load average of a bench."""
     info = bench.info
@@ -391,6 +397,8 @@ def how_it_ran(bench: Bench, page: Path) -> list[str]:
         f"{machine.get('torch_geometric')}, gea-graph {_commits(sessions, machine)}"),
         f"- dates: {dates} ({len(sessions)} invocation{'s' if len(sessions) != 1 else ''})",
     ]
+    lines += [f"- made on commit {commit}: {COMMIT_NOTES[commit]}"
+              for commit in dict.fromkeys(s.get("commit") for s in sessions) if commit in COMMIT_NOTES]
     if loads:
         cores = machine.get("cores") or 1
         note = "a quiet machine" if max(loads) <= 1.25 * cores else "other work shared the machine"

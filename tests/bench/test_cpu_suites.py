@@ -373,3 +373,16 @@ def test_the_page_names_each_machine_of_a_bench_and_the_runs_it_trained():
         "AMD EPYC, 2 cores for invocations 2, 3 (runs of a); Intel Xeon, 2 cores for invocation 4 (runs of b); "
         "Linux (the last invocation's platform)")
     assert mr._machine_line(bench, intel, sessions[-1:]) == "- machine: Intel Xeon, 2 cores; Linux"
+
+
+def test_the_page_says_what_a_commit_of_the_bench_did_differently_until_it_is_rerun(monkeypatch):
+    # A difference found after the runs is said under every bench with an invocation of that commit, no other.
+    mr = _make_results()
+    monkeypatch.setattr(mr, "COMMIT_NOTES", {"abc1234": "the cap ran late"})
+
+    def page_of(*commits):
+        info = {"machine": {"cores": 2}, "invocations": [{"commit": c, "start": "s", "end": "e"} for c in commits]}
+        return mr.how_it_ran(mr.Bench(Path("b"), info, []), Path("docs/results.md"))
+
+    assert page_of("abc1234", "def5678", "abc1234").count("- made on commit abc1234: the cap ran late") == 1
+    assert not [line for line in page_of("def5678") if "made on commit" in line]
