@@ -31,6 +31,12 @@ from gea_graph.train.metrics import (
 from gea_graph.train.recipe import OptimConfig, recipe_from_dict
 
 
+def time_cap(trainer: L.Trainer) -> Timer | None:
+    r"""The Lightning :class:`~lightning.pytorch.callbacks.Timer` of a run with a wall-clock cap (``max_time``): it
+    holds the cap and the training time so far (restored from checkpoints on resume). :obj:`None` without a cap."""
+    return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+
+
 def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
     r"""The recipe's optimiser (``torch.optim.AdamW``, or ``torch.optim.Adam`` for ``optim.optimizer: adam``) over
     :obj:`parameters`, with its rate, betas, epsilon and weight decay: PyTorch's default implementation, as training
@@ -269,8 +275,7 @@ class GraphTask(L.LightningModule):
     def _time_fraction(self) -> float:
         r"""The share of the run's budget used so far: of the wall-clock cap, or of ``trainer.max_epochs`` when that
         ends the run first (so the cosine always reaches 0 at the end of the run)."""
-        # Lightning's Timer holds the cap and the training time so far (restored from checkpoints on resume).
-        timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+        timer = time_cap(self.trainer)
         if timer is None:
             raise ValueError("optim.horizon: time needs a wall-clock cap (trainer.max_time or --max-time)")
         elapsed = timer.time_elapsed("train")

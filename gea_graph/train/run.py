@@ -33,7 +33,7 @@ import lightning as L
 import torch
 import yaml
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, Timer
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
@@ -53,7 +53,7 @@ from gea_graph.data.store import available_cpus
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap, peak_resident_mib
-from gea_graph.train.module import GraphTask
+from gea_graph.train.module import GraphTask, time_cap
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe, load_yaml, recipe_from_dict
 
 RESULT_FILE = "result.json"
@@ -369,7 +369,7 @@ class EndAtTimeCap(Callback):
     time`` that step's learning rate is already 0). Process 0 decides and the others follow."""
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
-        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        timer = time_cap(trainer)
         remaining = timer.time_remaining() if timer is not None else None
         if remaining is not None and trainer.strategy.broadcast(remaining <= 0, src=0):
             trainer.should_stop = True
