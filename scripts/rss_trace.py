@@ -31,16 +31,9 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from gea_graph.train.memory import peak_resident_mib
+from gea_graph.train.memory import peak_resident_mib, resident_mib
 from gea_graph.train.recipe import load_recipe
 from gea_graph.train.run import fit
-
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def resident_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * PAGE / 2 ** 20
 
 
 class ResidentTrace(Callback):

@@ -10,11 +10,13 @@ between steps (``mallinfo2``: the rest was free heap kept resident). Two measure
   sets it): PyTorch then page-aligns every allocation of 2 MiB or more and backs it by transparent huge pages, which
   fragments the heap less (2.6 vs 4.0 GiB after 100 Peptides-func steps) and makes the steps ~5 % faster (fewer
   TLB misses).
-* :class:`ReleaseFreeHeap`: every few training steps and around each evaluation, glibc's ``malloc_trim(0)`` hands
-  the free pages inside the heap back to the system (pages that are used again are faulted back in, so it runs every
-  :data:`TRIM_EVERY` steps rather than after each). A recipe's ``trainer.release_memory_every`` sets the interval:
-  with 1, an epoch of the Peptides-func GEAET recipe peaks at 2.1 GiB instead of 2.9 GiB and takes 6 % longer (the
-  released pages are faulted back in by the next steps; ``docs/performance.md``). At the same time the pages of the
+* :class:`ReleaseFreeHeap`: glibc's ``malloc_trim(0)`` hands the free pages inside the heap back to the system. Pages
+  that are used again are faulted back in, which is what a release costs: released after every step, an epoch of
+  the Peptides-func GEAET recipe spends 42 s in the kernel instead of 14 s and takes 16 % longer
+  (``docs/performance.md``, "A bound instead of an interval"). So it runs every :data:`TRIM_EVERY` steps, around
+  each evaluation, and, where a recipe sets ``trainer.release_memory_above``, after any step that leaves the
+  resident set above that many MiB: a bound on the memory that pays only for the releases it needs. A recipe's
+  ``trainer.release_memory_every`` sets the interval (``null``: none). At the same time the pages of the
   dataset's store files leave the resident set (:func:`gea_graph.data.store.release_mapped_pages`): a run reads
   rows spread over the whole file, and each page it touched would otherwise stay counted (about 270 MB of
   Peptides-func's store); they stay in the page cache, so the rows read next are minor faults, not disk reads.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import resource
 import sys
 from functools import lru_cache
@@ -53,6 +56,17 @@ def peak_resident_mib() -> float:
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
 
 
+def resident_mib() -> float | None:
+    r"""The resident set size of this process now, in MiB (``/proc/self/statm``); ``None`` where the system has no
+    such file (not Linux)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+
+
 @lru_cache(maxsize=1)
 def _malloc_trim() -> Any:
     name = ctypes.util.find_library("c")
@@ -74,13 +88,19 @@ def release_free_heap() -> bool:
 
 class ReleaseFreeHeap(Callback):
     r"""Calls :func:`release_free_heap` and :func:`~gea_graph.data.store.release_mapped_pages` every ``every``
-    training steps and before and after each validation (see the module doc). On a GPU the tensors live in CUDA's
-    caching allocator and the host heap stays small; the call is then cheap and harmless."""
+    training steps (``None``: never by the step count), after any training step that leaves the resident set above
+    ``above_mib`` MiB (:func:`resident_mib`; ``None``: no bound; no effect where the resident set cannot be read),
+    and before and after each validation (see the module doc). Each process of a multi-process run decides for
+    itself. On a GPU the tensors live in CUDA's caching allocator and the host heap stays small; the call is then
+    cheap and harmless. :attr:`calls` counts the releases."""
 
-    def __init__(self, every: int = TRIM_EVERY) -> None:
-        if every < 1:
-            raise ValueError(f"'every' must be >= 1, got {every}")
+    def __init__(self, every: int | None = TRIM_EVERY, above_mib: float | None = None) -> None:
+        if every is not None and every < 1:
+            raise ValueError(f"'every' must be >= 1 or None, got {every}")
+        if above_mib is not None and not above_mib > 0:
+            raise ValueError(f"'above_mib' must be > 0 or None, got {above_mib}")
         self.every = every
+        self.above_mib = above_mib
         self.calls = 0
 
     def _release(self) -> None:
@@ -88,8 +108,16 @@ class ReleaseFreeHeap(Callback):
         if release_free_heap():
             self.calls += 1
 
+    def _due(self, batch_idx: int) -> bool:
+        if self.every is not None and (batch_idx + 1) % self.every == 0:
+            return True
+        if self.above_mib is None:
+            return False
+        resident = resident_mib()
+        return resident is not None and resident > self.above_mib
+
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if (batch_idx + 1) % self.every == 0:
+        if self._due(batch_idx):
             self._release()
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
@@ -97,3 +125,6 @@ class ReleaseFreeHeap(Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         self._release()
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(every={self.every}, above_mib={self.above_mib})"

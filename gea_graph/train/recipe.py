@@ -49,7 +49,7 @@ RANGES: dict[str, tuple[float, float] | tuple[float, float, str] | str] = {
     "trainer.max_epochs": (1, 10 ** 6), "trainer.batch_size": (1, 2 ** 20), "trainer.eval_batch_size": (1, 2 ** 20),
     "trainer.seeds": (0, checks.MAX_SEED), "trainer.max_time": (0, 10 ** 6, "open"),
     "trainer.num_workers": (0, 1024), "trainer.log_every_n_steps": (1, 10 ** 9),
-    "trainer.release_memory_every": (1, 10 ** 9),
+    "trainer.release_memory_every": (1, 10 ** 9), "trainer.release_memory_above": (1, 2 ** 30),
     "model.out_channels": (1, 2 ** 20), "model.hidden": (1, 2 ** 16), "model.layers": (1, 1000),
     "model.node_in": (1, 2 ** 20), "model.node_vocab": (0, 2 ** 24), "model.edge_in": (0, 2 ** 20),
     "model.edge_vocab": (0, 2 ** 24), "model.heads": (1, 1024), "model.gea_heads": (1, 1024),
@@ -264,11 +264,17 @@ class TrainerConfig:
             (TreeNeighbourMatch, Alon & Yahav 2021) reports, as a model's ability to fit the training set. One more
             pass over the training set, so off by default; it changes neither the model nor its training.
         release_memory_every: Training steps between two hand-backs of the free C heap to the system
-            (:class:`~gea_graph.train.memory.ReleaseFreeHeap`; also done around each evaluation). Fewer steps bound
-            the resident memory of a CPU run more tightly at the cost of page faults in the steps that follow: one
-            epoch of ``geaet-peptides-func-cpu`` (one thread) peaks at 2.1 GiB with 1 and 2.9 GiB with 16 (3.9 GiB
-            over 30 minutes), and takes 6 % longer with 1 (``docs/performance.md``). It changes neither the model
-            nor what it learns.
+            (:class:`~gea_graph.train.memory.ReleaseFreeHeap`; also done around each evaluation; ``None``: none by
+            the step count). Fewer steps bound the resident memory of a CPU run more tightly at the cost of page
+            faults in the steps that follow (``docs/performance.md``, "Memory of a Peptides-func run").
+        release_memory_above: Resident set size in MiB above which a training step's end hands the free heap back
+            (``None``: no bound): the memory bound of a CPU run, paying only for the releases it needs. One epoch of
+            ``geaet-peptides-func-cpu`` (one thread, two runs side by side) peaks at 1.5 GiB releasing after every
+            step and 2.2 GiB with 2048 and no interval, and the second takes 14 % less time
+            (``docs/performance.md``, "A bound instead of an interval"). Linux only (elsewhere only the interval
+            acts).
+
+        Neither changes the model nor what it learns.
     """
 
     max_epochs: int = 100
@@ -284,7 +290,8 @@ class TrainerConfig:
     log_every_n_steps: int = 50
     compile: bool | str = False
     eval_train: bool = False
-    release_memory_every: int = TRIM_EVERY
+    release_memory_every: int | None = TRIM_EVERY
+    release_memory_above: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.compile, str):

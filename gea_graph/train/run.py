@@ -63,7 +63,8 @@ LOCK_FILE = ".lock"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
 RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
                      "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.eval_train",
-                     "trainer.release_memory_every", "model.attn_impl")
+                     "trainer.release_memory_every", "trainer.release_memory_above",
+                     "model.attn_impl")
 
 
 class RunLockError(LockError):
@@ -576,7 +577,7 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         strategy=strategy, precision=resolve_precision(tr.precision, accelerator),
         gradient_clip_val=recipe.optim.clip, logger=loggers,
         callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE),
-                   ReleaseFreeHeap(tr.release_memory_every), *([pause] if pause else []),
+                   ReleaseFreeHeap(tr.release_memory_every, tr.release_memory_above), *([pause] if pause else []),
                    *([EndAtTimeCap()] if minutes else []),
                    *callbacks],
         plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,

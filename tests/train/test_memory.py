@@ -55,6 +55,74 @@ def test_recipe_sets_how_often_the_run_releases_the_heap(tmp_path: Path, monkeyp
     assert len(calls) == 2 + 2
 
 
+def test_a_bound_releases_after_exactly_the_steps_that_leave_more_resident(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch):
+    # the resident set after each of the 8 steps (16 training graphs at batch 2)
+    readings = [900.0, 1500.0, 1000.0, 1000.0, 2000.0, 1600.0, 999.0, 1001.0]
+    read: list[float] = []
+    released_after: list[int] = []  # the number of readings when each release came
+    monkeypatch.setattr(memory, "resident_mib", lambda: read.append(readings[len(read)]) or read[-1])
+    monkeypatch.setattr(memory, "release_free_heap", lambda: released_after.append(len(read)) or True)
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"].update(release_memory_every=None, release_memory_above=1000)
+    fit(recipe_from_dict(raw, name="fake"), tmp_path / "run", progress=False, verbose=False, accelerator="cpu",
+        devices=1)
+    assert read == readings  # once after every step, never around the validation
+    # after steps 2, 5, 6 and 8 (above 1000 MiB), and before and after the validation (after the 8th step)
+    assert released_after == [2, 5, 6, 8, 8, 8]
+
+
+def test_a_bound_of_none_and_no_interval_release_around_the_validation_only(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "resident_mib", lambda: 1e9)
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"]["release_memory_every"] = None
+    fit(recipe_from_dict(raw, name="fake"), tmp_path / "run", progress=False, verbose=False, accelerator="cpu",
+        devices=1)
+    assert len(calls) == 2  # around the validation: no bound, no interval, whatever the resident set
+
+
+def test_the_bound_and_the_interval_each_release(monkeypatch: pytest.MonkeyPatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "release_mapped_pages", lambda: 0)
+    resident = iter([10.0, 10.0, 50.0, 10.0, 10.0, 10.0])
+    monkeypatch.setattr(memory, "resident_mib", lambda: next(resident))
+    callback = memory.ReleaseFreeHeap(every=4, above_mib=20)
+    for step in range(8):
+        callback.on_train_batch_end(None, None, None, None, step)
+    # steps 4 and 8 by the interval (no reading needed), step 3 by the bound
+    assert callback.calls == len(calls) == 3
+    assert next(resident, None) is None
+    monkeypatch.setattr(memory, "resident_mib", lambda: None)  # not Linux: the bound has nothing to read
+    callback.on_train_batch_end(None, None, None, None, 0)
+    assert callback.calls == 3
+    assert "above_mib=20" in repr(callback)
+    with pytest.raises(ValueError, match="above_mib"):
+        memory.ReleaseFreeHeap(above_mib=0)
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="statm is Linux's")
+def test_resident_mib_reads_this_process_now():
+    before = memory.resident_mib()
+    ballast = bytearray(256 << 20)  # zero-filled: every page touched
+    during = memory.resident_mib()
+    del ballast
+    assert before is not None and during is not None
+    assert during - before > 200
+    assert during <= memory.peak_resident_mib() + 1
+
+
+@pytest.mark.parametrize("above", [0, -5, "2 GiB", True])
+def test_release_memory_above_must_be_a_positive_size(above):
+    raw = json.loads(json.dumps(FAKE))
+    raw["trainer"]["release_memory_above"] = above
+    with pytest.raises(ValueError, match="release_memory_above"):
+        recipe_from_dict(raw, name="fake")
+
+
 @pytest.mark.parametrize("every", [0, -1, 2.5, "4"])
 def test_release_memory_every_must_be_a_positive_step_count(every):
     raw = json.loads(json.dumps(FAKE))
@@ -63,12 +131,12 @@ def test_release_memory_every_must_be_a_positive_step_count(every):
         recipe_from_dict(raw, name="fake")
 
 
-def test_release_memory_every_is_resumable_and_leaves_the_digest():
+def test_release_memory_settings_are_resumable_and_leave_the_digest():
     from gea_graph.train.run import recipe_changes, recipe_digest
 
     base = recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake").to_dict()
     raw = json.loads(json.dumps(FAKE))
-    raw["trainer"]["release_memory_every"] = 1
+    raw["trainer"].update(release_memory_every=None, release_memory_above=2048)
     changed = recipe_from_dict(raw, name="fake").to_dict()
     assert recipe_changes(base, changed) == []
     assert recipe_digest(base) == recipe_digest(changed)
