@@ -643,6 +643,7 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
 
     points: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: {"test": defaultdict(list), "train": defaultdict(list)})
+    radii: set[int] = set()
     for run in runs:
         res = run.result
         name = run.recipe.name
@@ -652,6 +653,7 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
         for split in ("test", "train"):
             if split in res:
                 points[model][split][int(depth)].append(res[split])
+                radii.add(int(depth))
     fig, ax = plt.subplots(figsize=(6, 4))
     for model, splits in points.items():
         colour = None
@@ -664,9 +666,8 @@ def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:
             bars = ax.errorbar(depths, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3,
                                linestyle=style, color=colour, label=f"{model} {split}")
             colour = bars.lines[0].get_color()
-    depths = sorted({d for splits in points.values() for by_depth in splits.values() for d in by_depth})
     ax.set(xlabel="problem radius r", ylabel="accuracy (test solid, train dashed)", ylim=(0, 1.05),
-           title="TreeNeighbourMatch (GEAET Fig. 7)", xticks=depths)  # radii are integers: no tick at 2.5
+           title="TreeNeighbourMatch (GEAET Fig. 7)", xticks=sorted(radii))  # radii are integers: no tick at 2.5
     ax.legend()
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
