@@ -3,8 +3,10 @@
     GEA_GRAPH_MIRROR=../shared/data python scripts/geanet_step_breakdown.py [--recipes GEANET MPNN] [--repeats 7] \
         [--threads 1]
 
-By default on the batch of the perf row ``MPNN+GEANet step [Peptides-func, batch 128]`` (128 real Peptides-func
-training graphs with LapPE-10, :func:`gea_graph.bench.perf.training.peptides_batch`) and the two models of that row,
+By default on 128 real Peptides-func training graphs with LapPE-10
+(:func:`gea_graph.bench.perf.training.peptides_batch`, one fixed batch in one process: the parts' costs, not the
+steps of a training run, which the perf row ``MPNN+GEANet step [Peptides-func, batch 128]`` times) and the two models
+of that row,
 ``gcn-geanet-peptides-func-cpu`` (GCN + GEANet, 5 layers of d = 128, 8 GEA heads of 16 units) and
 ``gcn-peptides-func-cpu`` (GCN); ``--recipes gcn-geanet-zinc-cpu gcn-zinc-cpu`` takes the ZINC pair of the
 ``zinc-cpu-10min`` suite on its first training batch (:func:`gea_graph.bench.perf.training.recipe_batch`). Times

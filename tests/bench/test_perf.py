@@ -197,20 +197,81 @@ def test_cuda_timings_synchronise_around_the_timed_work(monkeypatch: pytest.Monk
     assert events == ["sync", "step", "step", "sync"] and timer.graphs == 2
 
 
-def test_geanet_step_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The suite's GCN+GEANet and GCN recipes, one training step each on the same (here random) batch with LapPE-10.
-    def graphs(dataset: str, count: int) -> tuple:
-        out, note = _few_random_graphs(dataset, count)
-        for g in out:  # within every OGB feature's vocabulary (each has at least 2 values)
-            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
-        return out, note
+def _tiny_recipe(tmp_path: Path, name: str, gea: bool, graphs: int = 40) -> str:
+    import yaml
 
-    monkeypatch.setattr(perf_data, "real_graphs", graphs)
-    rows = run_suite(Settings.tiny(), None, only=["geanet"], log=lambda _: None)
+    recipe = {"data": {"cls": "torch_geometric.datasets.FakeDataset",
+                       "options": {"num_graphs": graphs, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2,
+                                   "num_classes": 3}},
+              "model": {"family": "geaet" if gea else "mpnn", "task": "graph_classification", "out_channels": 3,
+                        "hidden": 8, "layers": 1, "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear",
+                        "edge_in": 2, "mpnn": "gcn", "attn": None, "gea": gea},
+              "optim": {"lr": 0.01, "schedule": "constant"},
+              "trainer": {"max_epochs": 5, "batch_size": 2, "seeds": [0]}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def test_geanet_step_row_times_steps_inside_real_training_runs(tmp_path: Path) -> None:
+    # Two tiny recipes (GCN+GEANet, GCN) through the quick path: one fresh training process each, the steps past
+    # the warm-up timed by the StepTimes callback.
+    from gea_graph.bench.perf.training import QUICK_STEP_RUN, STEP_WARMUP, geanet_step_rows
+
+    ours = _tiny_recipe(tmp_path, "tiny-geanet", True, graphs=8 * QUICK_STEP_RUN)  # a split of 2 x 40 and more
+    reference = _tiny_recipe(tmp_path, "tiny-gcn", False, graphs=8 * QUICK_STEP_RUN)
+    rows = geanet_step_rows(Settings.tiny(), recipes=[ours, reference])
     assert [r.name for r in rows] == ["MPNN+GEANet step [Peptides-func, batch 128]"]
     row = rows[0]
     assert row.ours > 0 and row.reference > 0 and row.ratio is not None and str(row.target) == "≤ 1.4"
-    assert "gcn-geanet-peptides-func-cpu vs gcn-peptides-func-cpu" in row.note
+    timed = QUICK_STEP_RUN - STEP_WARMUP
+    assert f"median of {timed} / {timed} training steps" in row.note and "1 run(s) each of 40 steps" in row.note
+
+
+def test_geanet_step_row_alternates_the_runs_and_drops_each_runs_first_steps(monkeypatch: pytest.MonkeyPatch):
+    from gea_graph.bench.perf import training
+
+    runs: list[tuple[str, int | None]] = []
+
+    def run(name: str, steps: int | None, device: torch.device, overrides=()) -> list[float]:
+        runs.append((name, steps))
+        base = 2.0 if name == "ours" else 1.0
+        return [100.0] * training.STEP_WARMUP + [base, base * 1.5, base * 0.5]  # the warm-up steps must not count
+
+    monkeypatch.setattr(training, "timed_training_run", run)
+    monkeypatch.setattr(training, "_prepare_data", lambda recipe: None)
+    monkeypatch.setattr("gea_graph.train.recipe.load_recipe", lambda *a, **k: None)
+    monkeypatch.setattr("gea_graph.train.recipe.resolve_recipe", lambda name: name)
+    full = Settings(torch.device("cpu"), False, repeats=1, warmup=0, train_steps=1, spd_graphs=1)
+    row = training.geanet_step_rows(full, recipes=["ours", "reference"])[0]
+    assert runs == [("ours", None), ("reference", None), ("reference", None), ("ours", None)][:2 * training.STEP_RUNS]
+    assert row.ours == pytest.approx(2000.0) and row.reference == pytest.approx(1000.0) and row.ratio == 2.0
+    assert not row.met and "2 run(s) each of one epoch" in row.note
+    runs.clear()
+    training.geanet_step_rows(Settings.tiny(), recipes=["ours", "reference"])
+    assert runs == [("ours", training.QUICK_STEP_RUN), ("reference", training.QUICK_STEP_RUN)]
+
+
+def test_step_times_bracket_each_training_step(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import Callback
+
+    from gea_graph.bench.perf.training import StepTimes
+    from gea_graph.train import fit
+    from gea_graph.train.recipe import load_recipe
+
+    class Steps(Callback):
+        def __init__(self) -> None:
+            self.global_steps: list[int] = []
+
+        def on_train_end(self, trainer, pl_module) -> None:
+            self.global_steps.append(trainer.global_step)
+
+    recipe = load_recipe(_tiny_recipe(tmp_path, "tiny", True, graphs=12), ["trainer.max_epochs=2"])
+    timer, steps = StepTimes(), Steps()
+    fit(recipe, tmp_path / "run", progress=False, callbacks=[timer, steps], verbose=False, accelerator="cpu",
+        devices=1)
+    assert steps.global_steps[0] >= 2 and len(timer.seconds) == steps.global_steps[0]  # one time per step
+    assert all(t > 0 for t in timer.seconds)
 
 
 def test_perf_models_run_on_the_device_of_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -270,6 +331,37 @@ def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.Monke
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| part")]
     assert len(rows) == 12 and all(float(line.split("|")[2]) > 0 for line in rows)
     assert "step ratio" in out and "with a GEA unit that cost nothing" in out
+
+
+def test_step_faults_script_times_both_ways(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+                                           tmp_path: Path) -> None:
+    # scripts/step_faults.py (quoted in docs/performance.md): the row's old way (one process, one fixed batch; here
+    # random graphs) and its new way (inside a training run; here a tiny recipe), a line each with positive figures.
+    import importlib.util
+    import sys
+
+    from gea_graph.bench.perf.training import STEP_WARMUP
+
+    def graphs(dataset: str, count: int) -> tuple:
+        out, note = _few_random_graphs(dataset, count)
+        for g in out:
+            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
+        return out, note
+
+    monkeypatch.setattr(perf_data, "real_graphs", graphs)
+    path = Path(__file__).resolve().parents[2] / "scripts" / "step_faults.py"
+    spec = importlib.util.spec_from_file_location("step_faults", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    steps = STEP_WARMUP + 3
+    recipe = _tiny_recipe(tmp_path, "tiny", True, graphs=8 * steps)
+    for argv in (["pair", "--repeats", "1"], ["train", recipe, "--steps", str(steps)]):
+        monkeypatch.setattr(sys, "argv", ["step_faults.py", *argv])
+        module.main()
+    lines = [line.split("|") for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("| one", "| inside"))]
+    assert [cells[1].strip() for cells in lines] == ["one process, one fixed batch"] * 2 + ["inside a training run"]
+    assert [int(cells[3]) for cells in lines] == [1, 1, 3] and all(float(cells[4]) > 0 for cells in lines)
 
 
 def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> None:
