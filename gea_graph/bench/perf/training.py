@@ -49,9 +49,9 @@ QUICK_STEPS = 6
 QUICK_STEP_RUN = 40
 #: Training runs of each recipe of the MPNN+GEANet row in the full mode (alternated: ours, reference, reference, ours).
 STEP_RUNS = 2
-#: First steps of each run that the MPNN+GEANet row does not count: while the heap grows to its working size, the
-#: GCN recipe's steps take about 15 % longer than later (Peptides-func, AMD EPYC); a 30-minute run is past them.
-STEP_WARMUP = 20
+#: First steps of each run that the MPNN+GEANet row does not count: the first ten steps of a run take 20-40 % longer
+#: than the later ones (docs/performance.md, "The MPNN+GEANet row, timed in training"); a 30-minute run is past them.
+STEP_WARMUP = 10
 
 
 def peptides_batch(pe: str | None, count: int = BATCH) -> tuple[Batch, str]:
