@@ -28,7 +28,7 @@ import ctypes.util
 import os
 import resource
 import sys
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
@@ -67,13 +67,24 @@ def resident_mib() -> float | None:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
 
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    name = ctypes.util.find_library("c")
+#: glibc's largest adaptive mmap threshold on 64-bit systems (``DEFAULT_MMAP_THRESHOLD_MAX``), and the trim threshold
+#: its adaptation sets beside it (twice that).
+STEADY_MMAP_THRESHOLD = 32 * 2 ** 20
+STEADY_TRIM_THRESHOLD = 2 * STEADY_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc's malloc.h)
+
+
+@cache
+def _libc_function(name: str) -> Any:
+    library = ctypes.util.find_library("c")
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        return getattr(ctypes.CDLL(library), name, None) if library else None
     except OSError:
         return None
+
+
+def _malloc_trim() -> Any:
+    return _libc_function("malloc_trim")
 
 
 def release_free_heap() -> bool:
@@ -84,6 +95,23 @@ def release_free_heap() -> bool:
         return False
     trim(0)
     return True
+
+
+def steady_heap_thresholds() -> bool:
+    r"""Sets glibc's mmap and trim thresholds of this process to where their adaptation ends
+    (:data:`STEADY_MMAP_THRESHOLD`, :data:`STEADY_TRIM_THRESHOLD`): the state of a training process once it has
+    freed a block of 32 MiB or more, in which a step's tensors of up to 32 MiB come from the heap and stay there.
+    Otherwise the thresholds follow what the process freed before, and a timed step pays page faults that depend on
+    what ran before it (``gea-graph perf``; docs/performance.md, "The MPNN+GEANet row, timed in training"). Not for
+    training itself: fixed from a run's start, the heap fragments further and a bound
+    (``trainer.release_memory_above``) releases it more often. ``False`` where the C library has no ``mallopt``
+    (not glibc) or refuses the values."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    return all(mallopt(ctypes.c_int(parameter), ctypes.c_int(value)) == 1
+               for parameter, value in ((_M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD),
+                                        (_M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD)))
 
 
 class ReleaseFreeHeap(Callback):

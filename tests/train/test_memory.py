@@ -167,3 +167,54 @@ def test_peak_resident_is_the_programs_own_not_its_parents():
     ours, maxrss = map(float, out.stdout.split())
     assert maxrss >= 1024  # the trap: the parent's gigabyte
     assert 0 < ours < 900  # this program's imports, not the parent's gigabyte
+
+
+# Allocates a 16 MiB block twice, touching every page each time, and prints the page faults of the second round:
+# with glibc's adaptive thresholds the first block is mapped and unmapped (which raises the threshold) and the
+# second comes fresh from the heap's top; with the steady thresholds the first comes from the heap and stays there.
+_SECOND_ROUND_FAULTS = """
+import ctypes, ctypes.util, resource, sys
+if sys.argv[1] == "steady":
+    from gea_graph.train.memory import steady_heap_thresholds
+    assert steady_heap_thresholds()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+size = 16 << 20
+def touch_and_free():
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    libc.free(block)
+touch_and_free()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+touch_and_free()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(memory._libc_function("mallopt") is None, reason="glibc's mallopt")
+def test_steady_heap_thresholds_keep_a_freed_block_in_the_heap():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+
+    def faults(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _SECOND_ROUND_FAULTS, mode], capture_output=True, text=True,
+                             check=True, env=env, timeout=120)
+        return int(out.stdout)
+
+    pages = (16 << 20) // os.sysconf("SC_PAGE_SIZE")
+    assert faults("adaptive") >= pages // 2  # glibc's own thresholds: the second block's pages are fresh
+    assert faults("steady") < pages // 8  # the first block's pages are used again
+
+
+def test_the_perf_suite_runs_with_steady_heap_thresholds(monkeypatch: pytest.MonkeyPatch):
+    from gea_graph.bench.perf import suite
+    from gea_graph.bench.perf.core import Row, Settings
+
+    calls: list[str] = []
+    monkeypatch.setattr(memory, "steady_heap_thresholds", lambda: calls.append("heap") or True)
+    monkeypatch.setattr(suite, "row_groups", lambda: {"probe": lambda settings: calls.append("row") or
+                                                      [Row("probe", 1.0, 1.0, "ms")]})
+    suite.run_suite(Settings.tiny(), None, only=["probe"], log=lambda _: None)
+    assert calls == ["heap", "row"]
