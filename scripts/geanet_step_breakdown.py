@@ -14,7 +14,8 @@ forward + backward of each part, taken from the models the recipes build: a laye
 the GEA unit inside it, the branch's dropout and residual sum (ours and PyTorch's), its BatchNorm, a whole GCN block of
 the MPNN model, the node encoders (with the positional-encoding encoder where the GEANet recipe has one) and both whole
 training steps. Each part is called in turn, interleaved, ``--repeats`` times after one warm-up call; the table gives
-the median of each (wall clock, milliseconds). The last lines say what the parts imply for the row's ratio.
+the median of each (wall clock, milliseconds). The last lines say what the parts imply for the row's ratio. The
+heap's thresholds are set as in the perf suite (:func:`gea_graph.train.memory.steady_heap_thresholds`).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from gea_graph.bench.perf.training import GEANET_RECIPE, MPNN_RECIPE, _training_step, recipe_batch
 from gea_graph.models import build_model
 from gea_graph.nn.dropout import dropout_add
+from gea_graph.train.memory import steady_heap_thresholds
 from gea_graph.train.recipe import load_recipe
 
 BLOCK = "GCN block of the MPNN model (conv, act, dropout + residual, BatchNorm)"
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    steady_heap_thresholds()  # as the perf suite does
 
     geanet_recipe, mpnn_recipe = args.recipes
     batch, note = recipe_batch(geanet_recipe)

@@ -1,12 +1,13 @@
 """Wall time and page faults of the two training steps of the perf row ``MPNN+GEANet step [Peptides-func, batch 128]``,
 timed the row's old way and its new way.
 
-    GEA_GRAPH_MIRROR=../shared/data python scripts/step_faults.py pair [--repeats 8] [--threads 1]
+    GEA_GRAPH_MIRROR=../shared/data python scripts/step_faults.py pair [--steady-heap] [--repeats 8] [--threads 1]
     GEA_GRAPH_MIRROR=../shared/data python scripts/step_faults.py train RECIPE [--steps 60] [--threads 1]
 
 * ``pair``, **one process, one fixed batch** (the row until 2026-11-28): the models of both recipes of the row built
   in this process, one training step each on the same 128 Peptides-func graphs
-  (:func:`gea_graph.bench.perf.training.peptides_batch`), alternated ``--repeats`` times after two warm-up steps each.
+  (:func:`gea_graph.bench.perf.training.peptides_batch`), alternated ``--repeats`` times after two warm-up steps each;
+  with ``--steady-heap``, under :func:`gea_graph.train.memory.steady_heap_thresholds`, as the perf suite runs now.
 * ``train RECIPE``, **inside a training run** (the row since): the recipe trains ``--steps`` steps (``data.subset``,
   seed 0, :func:`gea_graph.train.fit`) in this fresh process; the first
   :data:`gea_graph.bench.perf.training.STEP_WARMUP` steps are not counted.
@@ -40,6 +41,7 @@ from gea_graph.bench.perf.training import (
     peptides_batch,
 )
 from gea_graph.train import fit
+from gea_graph.train.memory import steady_heap_thresholds
 from gea_graph.train.recipe import load_recipe, resolve_recipe
 
 
@@ -75,8 +77,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steady-heap", action="store_true", help="pair: the heap's thresholds as in the perf suite")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.steady_heap:
+        steady_heap_thresholds()
     print("| way | recipe | steps | median step (ms) | median faults | mean faults |")
     print("|---|---|---:|---:|---:|---:|")
     if args.way == "train":

@@ -8,9 +8,10 @@ GEANet branch in a training step, and the peak resident memory of a real trainin
   loader batches of 128 graphs, the same batches in the same order for both), each run a fresh process: the full
   mode alternates :data:`STEP_RUNS` one-epoch runs of each, ``--quick`` trains one run of :data:`QUICK_STEP_RUN`
   steps each; the first :data:`STEP_WARMUP` steps of a run are not counted. Target ≤ 1.4. Timing the two models' steps in
-  one process, on one fixed batch, measured the allocator instead: there glibc kept handing the heap's top back to
-  the system, and every step faulted its pages in again (about 60,000 faults per GCN+GEANet step, 30,000 per GCN
-  step, against a few in a training run: docs/performance.md, "The MPNN+GEANet row, timed in training").
+  one process, on one fixed batch, measured the allocator instead: glibc's thresholds, which adapt to what a process
+  has freed, had stayed low there, the steps' tensors went back to the system after every step, and every step
+  faulted their pages in again (about 60,000 faults per GCN+GEANet step, 30,000 per GCN step, against a few in a
+  training run: docs/performance.md, "The MPNN+GEANet row, timed in training").
 * ``Peptides-func training run · peak RSS``: each of the suite's recipes trains in a fresh process
   (``python -m gea_graph train RECIPE trainer.max_epochs=1 [data.subset=S] --threads 1``, as ``gea-graph bench``
   runs it) under :func:`gea_graph.bench.measure.measure`; the row is the largest peak RSS (``VmHWM``) of the three,
@@ -90,7 +91,11 @@ def recipe_batch(recipe_name: str) -> tuple[Batch, str]:
 
 def ab_arguments(description: str, recipes: Sequence[str], repeats: int) -> argparse.Namespace:
     r"""The command line of the A/B scripts in ``scripts/``: ``--recipes`` (default :obj:`recipes`), ``--repeats``
-    (default :obj:`repeats`) and ``--threads`` (default 1, applied with :func:`torch.set_num_threads`)."""
+    (default :obj:`repeats`) and ``--threads`` (default 1, applied with :func:`torch.set_num_threads`). The heap's
+    thresholds are set as in the perf suite (:func:`~gea_graph.train.memory.steady_heap_thresholds`)."""
+    from gea_graph.train.memory import steady_heap_thresholds
+
+    steady_heap_thresholds()
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--recipes", nargs="+", default=list(recipes))
     parser.add_argument("--repeats", type=int, default=repeats)
