@@ -307,12 +307,10 @@ def test_perf_models_run_on_the_device_of_their_inputs(monkeypatch: pytest.Monke
     assert stub.seen == ["meta", "meta"] and out.shape == (2, 1)
 
 
-def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture) -> None:
-    # scripts/geanet_step_breakdown.py (quoted in docs/performance.md): every part of the two models of the row,
-    # interleaved, and what they imply for the row's ratio; here on a few random graphs with LapPE-10.
+def _script_on_random_peptides(monkeypatch: pytest.MonkeyPatch, name: str):
+    # The module of scripts/NAME.py, its "real" Peptides-func graphs replaced by a few random ones whose features lie
+    # within every OGB feature's vocabulary (each has at least 2 values).
     import importlib.util
-    import sys
 
     def graphs(dataset: str, count: int) -> tuple:
         out, note = _few_random_graphs(dataset, count)
@@ -321,10 +319,20 @@ def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.Monke
         return out, note
 
     monkeypatch.setattr(perf_data, "real_graphs", graphs)
-    path = Path(__file__).resolve().parents[2] / "scripts" / "geanet_step_breakdown.py"
-    spec = importlib.util.spec_from_file_location("geanet_step_breakdown", path)
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    # scripts/geanet_step_breakdown.py (quoted in docs/performance.md): every part of the two models of the row,
+    # interleaved, and what they imply for the row's ratio; here on a few random graphs with LapPE-10.
+    import sys
+
+    module = _script_on_random_peptides(monkeypatch, "geanet_step_breakdown")
     monkeypatch.setattr(sys, "argv", ["geanet_step_breakdown.py", "--repeats", "1", "--threads", "1"])
     module.main()
     out = capsys.readouterr().out
@@ -337,22 +345,11 @@ def test_step_faults_script_times_both_ways(monkeypatch: pytest.MonkeyPatch, cap
                                            tmp_path: Path) -> None:
     # scripts/step_faults.py (quoted in docs/performance.md): the row's old way (one process, one fixed batch; here
     # random graphs) and its new way (inside a training run; here a tiny recipe), a line each with positive figures.
-    import importlib.util
     import sys
 
     from gea_graph.bench.perf.training import STEP_WARMUP
 
-    def graphs(dataset: str, count: int) -> tuple:
-        out, note = _few_random_graphs(dataset, count)
-        for g in out:
-            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
-        return out, note
-
-    monkeypatch.setattr(perf_data, "real_graphs", graphs)
-    path = Path(__file__).resolve().parents[2] / "scripts" / "step_faults.py"
-    spec = importlib.util.spec_from_file_location("step_faults", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script_on_random_peptides(monkeypatch, "step_faults")
     steps = STEP_WARMUP + 3
     recipe = _tiny_recipe(tmp_path, "tiny", True, graphs=8 * steps)
     for argv in (["pair", "--repeats", "1"], ["train", recipe, "--steps", str(steps)]):
