@@ -31,38 +31,39 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from gea_graph.bench.perf.training import (
     GEANET_RECIPE,
     MPNN_RECIPE,
     STEP_WARMUP,
+    StepTimes,
     _training_step,
     peptides_batch,
+    train_timed,
 )
-from gea_graph.train import fit
 from gea_graph.train.memory import steady_heap_thresholds
-from gea_graph.train.recipe import load_recipe, resolve_recipe
+from gea_graph.train.recipe import load_recipe
 
 
 def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-class StepFaults(Callback):
-    """Seconds and minor page faults of every training step."""
+class StepFaults(StepTimes):
+    """The row's step times, and the minor page faults of every training step."""
 
     def __init__(self) -> None:
-        self.seconds: list[float] = []
+        super().__init__()
         self.faults: list[int] = []
-        self._start = (0.0, 0)
+        self._faults_before = 0
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self._start = (time.perf_counter(), _faults())
+        self._faults_before = _faults()
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.seconds.append(time.perf_counter() - self._start[0])
-        self.faults.append(_faults() - self._start[1])
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        self.faults.append(_faults() - self._faults_before)
 
 
 def _line(way: str, name: str, seconds: list[float], faults: list[int]) -> str:
@@ -87,12 +88,9 @@ def main() -> None:
     if args.way == "train":
         if args.recipe is None:
             parser.error("train needs a RECIPE")
-        path = resolve_recipe(args.recipe)
-        subset = f"data.subset={args.steps * load_recipe(path).trainer.batch_size}"
-        recipe = load_recipe(path, ["trainer.max_epochs=1", subset])
         trace = StepFaults()
         with tempfile.TemporaryDirectory(prefix="step-faults-") as out:
-            fit(recipe, out, seed=0, progress=False, callbacks=[trace], verbose=False, accelerator="cpu", devices=1)
+            train_timed(args.recipe, args.steps, out, trace)
         print(_line("inside a training run", args.recipe, trace.seconds[STEP_WARMUP:], trace.faults[STEP_WARMUP:]))
         return
 

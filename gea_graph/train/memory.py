@@ -83,14 +83,10 @@ def _libc_function(name: str) -> Any:
         return None
 
 
-def _malloc_trim() -> Any:
-    return _libc_function("malloc_trim")
-
-
 def release_free_heap() -> bool:
     r"""Returns the free memory of the C heap to the system (glibc's ``malloc_trim(0)``); ``False`` where the C
     library has no such call (not glibc), ``True`` otherwise."""
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim")
     if trim is None:
         return False
     trim(0)

@@ -275,22 +275,28 @@ def training_rss_rows(settings: Settings, recipes: Sequence[str] | None = None,
                 Target("<=", 3072.0, on="ours"), note)]
 
 
-def _main(argv: Sequence[str]) -> None:
-    r"""The process of :func:`timed_training_run`: ``RECIPE STEPS DEVICE THREADS OUT [OVERRIDES...]`` (``STEPS``
-    0: the whole epoch); prints ``{"step_s": [...]}`` as its last line."""
+def train_timed(recipe: str, steps: int | None, out: str, timer: StepTimes, overrides: Sequence[str] = ()) -> None:
+    r"""Trains one epoch of ``recipe`` (seed 0; ``steps``: on the first ``steps`` batches of graphs of each split,
+    ``None``: the whole epoch) into ``out`` in this process, on a GPU when ``timer.cuda``, with ``timer`` among the
+    callbacks."""
     from gea_graph.train import fit
     from gea_graph.train.recipe import load_recipe, resolve_recipe
 
+    path = resolve_recipe(recipe)
+    keys = ["trainer.max_epochs=1", *overrides]
+    if steps:
+        keys.insert(1, f"data.subset={steps * load_recipe(path, list(overrides)).trainer.batch_size}")
+    fit(load_recipe(path, keys), out, seed=0, progress=False, callbacks=[timer], verbose=False,
+        accelerator="gpu" if timer.cuda else "cpu", devices=1)
+
+
+def _main(argv: Sequence[str]) -> None:
+    r"""The process of :func:`timed_training_run`: ``RECIPE STEPS DEVICE THREADS OUT [OVERRIDES...]`` (``STEPS``
+    0: the whole epoch); prints ``{"step_s": [...]}`` as its last line."""
     name, steps, device, threads, out, *overrides = argv
     torch.set_num_threads(int(threads))
-    recipe = load_recipe(resolve_recipe(name), ["trainer.max_epochs=1", *overrides])
-    if int(steps):
-        subset = f"data.subset={int(steps) * recipe.trainer.batch_size}"
-        recipe = load_recipe(resolve_recipe(name), ["trainer.max_epochs=1", subset, *overrides])
-    cuda = torch.device(device).type == "cuda"
-    timer = StepTimes(cuda)
-    fit(recipe, out, seed=0, progress=False, callbacks=[timer], verbose=False, accelerator="gpu" if cuda else "cpu",
-        devices=1)
+    timer = StepTimes(torch.device(device).type == "cuda")
+    train_timed(name, int(steps) or None, out, timer, overrides)
     print(json.dumps({"step_s": timer.seconds}))
 
 
