@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from gea_graph.data.files import write_text
+from gea_graph.io import write_text
 from gea_graph.models import ModelConfig, build_model, count_parameters
 from gea_graph.train.recipe import build_dataclass, load_yaml
 

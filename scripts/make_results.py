@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from gea_graph import checks
 from gea_graph.bench.runner import device_label, variant_labels
-from gea_graph.data.files import copy_file, ensure_folder, write_text
+from gea_graph.io import copy_file, ensure_folder, write_text
 from gea_graph.train.recipe import load_yaml
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from gea_graph.data.files import write_text
+from gea_graph.io import write_text
 
 MODELS = {
     "geaet": {"family": "geaet", "mpnn": "gatedgcn", "attn": "softmax", "gea": True, "hidden": 64, "ffn": True},

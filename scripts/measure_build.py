@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         # Imported only now: gea_graph.data imports torch, and the measuring process must stay small while it
         # measures (a child forked from a large parent starts with the parent's resident size in its ru_maxrss).
-        from gea_graph.data.files import append_to
+        from gea_graph.io import append_to
 
         with append_to(args.json) as f:
             f.write(json.dumps(asdict(result)) + "\n")

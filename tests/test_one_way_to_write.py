@@ -1,4 +1,4 @@
-"""Every file the toolkit writes goes through gea_graph.data.files (issue 23): a scan of the sources for any other
+"""Every file the toolkit writes goes through gea_graph.io (issue 23): a scan of the sources for any other
 way to write, and the helper's own promises (no link followed, nothing half-written, the umask's permissions)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gea_graph.data import files
+from gea_graph import io as files
 
 REPO = Path(__file__).resolve().parents[1]
-HELPER = REPO / "gea_graph" / "data" / "files.py"
+HELPER = REPO / "gea_graph" / "io.py"
 #: Context managers of the helper whose ``as`` name may be written to by a library (torch.save, np.savez).
 HELPER_TARGETS = {"exclusive_temporary", "atomic_write"}
 #: Methods that write, wherever their target is (the helper's functions of the same names are not methods).
@@ -81,7 +81,7 @@ def test_no_file_is_written_outside_the_one_helper():
     sources = sorted([*REPO.joinpath("gea_graph").rglob("*.py"), *REPO.joinpath("scripts").glob("*.py")])
     assert len(sources) > 50
     found = [hit for path in sources if path != HELPER for hit in writes_outside_the_helper(path)]
-    assert not found, "write through gea_graph.data.files instead:\n" + "\n".join(found)
+    assert not found, "write through gea_graph.io instead:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_the_ways_to_write(tmp_path):

@@ -45,7 +45,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from gea_graph.data.config import mirror_root
-from gea_graph.data.files import atomic_write
+from gea_graph.io import atomic_write
 
 FULL_ROWS = 3_746_620
 OGB_SPLIT_SIZES = {"train": 3_378_606, "valid": 73_545, "test-dev": 147_037, "test-challenge": 147_432}
@@ -116,7 +116,7 @@ def read_sample(path: Path, check_md5: bool) -> tuple[list[str], list[str]]:
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> int:
-    """``write(file)`` into a temporary file beside ``path`` (:func:`gea_graph.data.files.atomic_write`), fsync, then
+    """``write(file)`` into a temporary file beside ``path`` (:func:`gea_graph.io.atomic_write`), fsync, then
     rename it to ``path``; returns its bytes."""
     with atomic_write(path, "wb", fsync=True) as f:
         write(f)

@@ -42,7 +42,7 @@ from pathlib import Path
 from gea_graph import checks
 from gea_graph.bench.child import child_env, gea_graph_command
 from gea_graph.data import DATASETS
-from gea_graph.data.files import (
+from gea_graph.io import (
     append_to,
     atomic_write,
     ensure_folder,

@@ -35,7 +35,7 @@ import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gea_graph.bench.child import child_env, gea_graph_command
-from gea_graph.data.files import write_text
+from gea_graph.io import write_text
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
 

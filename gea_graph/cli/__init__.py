@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that mean bad input (reported in one line) rather than a bug."""
     from gea_graph.data import CacheError, RawFileError
-    from gea_graph.data.files import LockError
+    from gea_graph.io import LockError
     from gea_graph.train import CheckpointError
 
     return (ValueError, LookupError, OSError, pickle.UnpicklingError, CacheError, RawFileError, CheckpointError,

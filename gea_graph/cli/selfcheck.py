@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     env, peak = environment(device), peak_memory_mib(device)
     print(format_report(outcomes, env, peak), end="")
     if args.json is not None:
-        from gea_graph.data.files import write_text
+        from gea_graph.io import write_text
 
         write_text(args.json, report_json(outcomes, env, peak))
     return 1 if any(o.status == FAIL for o in outcomes) else 0

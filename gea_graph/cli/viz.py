@@ -135,7 +135,7 @@ def _write_scores(
     path: Path, records: list[AtomAttention], titles: list[str], mols: list[Chem.Mol]
 ) -> Path:
     """One row per atom of every panel."""
-    from gea_graph.data.files import atomic_write, ensure_folder
+    from gea_graph.io import atomic_write, ensure_folder
 
     ensure_folder(path.parent)
     with atomic_write(path, newline="") as handle:

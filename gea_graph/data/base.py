@@ -27,13 +27,13 @@ from torch_geometric.data.dataset import files_exist
 
 from gea_graph.data.config import PathLike, data_root
 from gea_graph.data.download import RawFile, fetch
-from gea_graph.data.files import (
+from gea_graph.data.store import META, GraphStore, PackedBatch, StoreError, build_store
+from gea_graph.io import (
     build_lock,
     clean_stale_temporaries,
     ensure_folder,
     exclusive_temporary,
 )
-from gea_graph.data.store import META, GraphStore, PackedBatch, StoreError, build_store
 from gea_graph.transforms import apply_many, parse_pe
 
 #: The only non-tensor globals a processed cache may name: PyG's ``Data`` (the class stored beside the collated
@@ -216,7 +216,7 @@ class CachedDataset(Dataset):
         return [osp.join("store", META)]
 
     # -- building -------------------------------------------------------------------------------------------------
-    # Downloads and builds hold the dataset folder's build lock (gea_graph.data.files.build_lock): a second process
+    # Downloads and builds hold the dataset folder's build lock (gea_graph.io.build_lock): a second process
     # building the same dataset waits for the first (saying so) and then reuses its result, instead of reading
     # chunks the other one is writing or removing.
     @property

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike, mirror_root
-from gea_graph.data.files import atomic_write, clean_stale_temporaries, ensure_folder
+from gea_graph.io import atomic_write, clean_stale_temporaries, ensure_folder
 
 
 class RawFileError(RuntimeError):
@@ -74,7 +74,7 @@ def fetch(raw: RawFile, raw_dir: PathLike) -> Path:
 
     A file already there is checked and kept. Otherwise it is copied from the mirror (``$GEA_GRAPH_MIRROR``) when the
     mirror has it, else downloaded from ``raw.url``. The copy or download goes to an exclusively created temporary
-    file (:func:`gea_graph.data.files.atomic_write`: a file or link planted at a guessable name is never followed),
+    file (:func:`gea_graph.io.atomic_write`: a file or link planted at a guessable name is never followed),
     hashed as it is written, and renamed into place only when its MD5 matches, so a bad or partial file never sits
     under the real name.
     """

@@ -15,7 +15,7 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, fetch
-from gea_graph.data.files import ensure_folder, extracted_zip, move_into
+from gea_graph.io import ensure_folder, extracted_zip, move_into
 
 
 class _LRGB(CachedDataset):

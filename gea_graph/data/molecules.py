@@ -36,8 +36,8 @@ from gea_graph.data import safe_pickle
 from gea_graph.data.base import CachedDataset, file_stamps
 from gea_graph.data.config import PathLike
 from gea_graph.data.download import RawFile, check_gzip, fetch, file_digest
-from gea_graph.data.files import atomic_write, ensure_folder, extracted_zip, move_into
 from gea_graph.data.store import Columns, build_store, chunk_rows_for
+from gea_graph.io import atomic_write, ensure_folder, extracted_zip, move_into
 from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many
 
 # What torch.load(weights_only=True) must admit to read OGB's split_dict.pt (numpy arrays of indices).

@@ -46,7 +46,7 @@ from torch_geometric.data import Batch, Data
 from tqdm.auto import tqdm
 
 from gea_graph.data.config import PathLike
-from gea_graph.data.files import (
+from gea_graph.io import (
     atomic_write,
     clean_stale_temporaries,
     ensure_folder,

@@ -24,9 +24,9 @@ from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
-from gea_graph.data.files import atomic_write, ensure_folder, save_figure
 from gea_graph.diagnostics.collect import collect_node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
+from gea_graph.io import atomic_write, ensure_folder, save_figure
 from gea_graph.models.introspect import find_layers
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
 from gea_graph.nn.attention.plan import AttentionPlan

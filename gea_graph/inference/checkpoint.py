@@ -142,7 +142,7 @@ def convert_checkpoint(path: str | os.PathLike, out: str | os.PathLike, features
     Returns :obj:`out`."""
     import torch
 
-    from gea_graph.data.files import exclusive_temporary
+    from gea_graph.io import exclusive_temporary
 
     name = str(path)
     ckpt = load_checkpoint(path)

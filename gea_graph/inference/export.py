@@ -36,8 +36,8 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
-from gea_graph.data.files import atomic_write
 from gea_graph.inference.model import TrainedModel
+from gea_graph.io import atomic_write
 from gea_graph.models import build_model
 from gea_graph.train.metadata import installed_versions
 from gea_graph.transforms import parse_pe

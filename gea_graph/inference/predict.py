@@ -13,7 +13,7 @@ Output (``preds.csv``), one row per input, row ``i`` for input ``i``::
 Memory stays bounded: the input is read, featurised, predicted and written :func:`~gea_graph.data.featurizer.chunk_rows`
 rows at a time (a CSV through pandas' chunked reader), so a million SMILES never hold a million graphs at once. The
 files are written to exclusively created temporaries and renamed into place when complete
-(:func:`gea_graph.data.files.exclusive_temporary`): a killed run leaves no half-written output.
+(:func:`gea_graph.io.exclusive_temporary`): a killed run leaves no half-written output.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gea_graph.data.featurizer import chunk_rows
-from gea_graph.data.files import atomic_write, ensure_folder, move_into
 from gea_graph.inference.inputs import InputChunk, graph_chunks, smiles_chunks
 from gea_graph.inference.model import TrainedModel, common_featurizer, read_smiles
+from gea_graph.io import atomic_write, ensure_folder, move_into
 
 #: OGB's required sizes of a PCQM4Mv2 submission (``PCQM4Mv2Evaluator.save_test_submission`` asserts them).
 PCQM4MV2_SUBMISSION_SIZES = {"test-dev": 147_037, "test-challenge": 147_432}

@@ -604,6 +604,6 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
 
 def dump_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
     r"""Writes the resolved recipe as YAML (atomically)."""
-    from gea_graph.data.files import write_text
+    from gea_graph.io import write_text
 
     write_text(path, yaml.safe_dump(recipe.to_dict(), sort_keys=False))

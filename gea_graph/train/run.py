@@ -39,7 +39,8 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.layer_sync import LayerSync
 
 from gea_graph import checks
-from gea_graph.data.files import (
+from gea_graph.data.store import available_cpus
+from gea_graph.io import (
     LockError,
     append_to,
     atomic_write,
@@ -49,7 +50,6 @@ from gea_graph.data.files import (
     hold_lock,
     write_json,
 )
-from gea_graph.data.store import available_cpus
 from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap, peak_resident_mib
@@ -78,7 +78,7 @@ def _launcher_rank() -> bool:
 
 @contextlib.contextmanager
 def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
-    r"""Holds the lock ``out_dir/.lock`` (:func:`gea_graph.data.files.hold_lock`: ``flock``, released by the kernel
+    r"""Holds the lock ``out_dir/.lock`` (:func:`gea_graph.io.hold_lock`: ``flock``, released by the kernel
     when the process dies; opened with ``O_NOFOLLOW``, refusing a planted link or any file that is not a lock file)
     for the block; raises :class:`RunLockError` naming the holder (pid, host, start time) when another process has
     it. DDP's non-zero ranks do not lock (their launcher holds the lock)."""

@@ -25,7 +25,7 @@ from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 from rdkit.Geometry import Point2D
 
-from gea_graph.data.files import ensure_folder, write_bytes, write_text
+from gea_graph.io import ensure_folder, write_bytes, write_text
 
 MolLike = str | Chem.Mol
 ImageFormat = Literal["png", "svg"]

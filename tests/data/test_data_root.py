@@ -19,7 +19,7 @@ import yaml
 
 from gea_graph.cli import main
 from gea_graph.data import CacheError, MoleculeCSV, TreeNeighbourMatch
-from gea_graph.data.files import build_lock
+from gea_graph.io import build_lock
 
 REPO = Path(__file__).resolve().parents[2]
 SMILES = ["CCO", "CCN", "CCC", "CCCl", "c1ccccc1", "CC=O", "COC", "CCCC", "c1ccncc1", "CC(=O)O"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch.nn import Module
 
-from gea_graph.data.files import ensure_folder, write_json, write_text
+from gea_graph.io import ensure_folder, write_json, write_text
 
 #: The keys of one object in ``perf.json`` (exactly these, in this order).
 JSON_KEYS = ("name", "ours", "reference", "unit", "ratio", "target", "met")

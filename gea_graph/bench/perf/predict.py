@@ -33,8 +33,8 @@ BATCH_SIZE = 256
 
 def zinc_checkpoint(folder: Path):
     r"""The rows' checkpoint, written in the format of a training checkpoint into :obj:`folder` and loaded back."""
-    from gea_graph.data.files import exclusive_temporary
     from gea_graph.inference import load_model
+    from gea_graph.io import exclusive_temporary
     from gea_graph.train import GraphTask, load_recipe
     from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
 

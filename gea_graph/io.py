@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from gea_graph.data.config import PathLike
+PathLike = str | os.PathLike
 
 #: Temporary files older than this are stale even when their writer's pid is alive (pids are reused; other hosts).
 STALE_AFTER_S = 24 * 3600
