@@ -5,13 +5,14 @@
 >>> diagnose({"gfsa": trained.model}, [batch], Path("diag"))                     # doctest: +SKIP
 
 * :mod:`gea_graph.diagnostics.measures`: the measures on node representations and the filter response.
-* :mod:`gea_graph.diagnostics.collect`: per-layer node representations of any model with a ``layers`` stack.
+* :mod:`gea_graph.diagnostics.collect`: per-layer node representations of any model with a ``layers`` stack, and
+  the attention maps its modules compute (also read by :mod:`gea_graph.viz`).
 * :mod:`gea_graph.diagnostics.report`: tables, CSV files and the plot (``gea-graph diagnose``).
 
 A trained model and graphs made as its training graphs were come from :mod:`gea_graph.inference`.
 """
 
-from gea_graph.diagnostics.collect import collect_node_states, node_states
+from gea_graph.diagnostics.collect import collect_attention, collect_node_states, node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.diagnostics.report import (
     diagnose,
@@ -23,6 +24,7 @@ from gea_graph.diagnostics.report import (
 )
 
 __all__ = [
+    "collect_attention",
     "collect_node_states",
     "diagnose",
     "dirichlet_energy",

@@ -1,13 +1,15 @@
-"""Read a model's per-layer node representations with forward hooks.
+"""Read what a model computes inside one forward pass: per-layer node representations and attention maps.
 
 Works for any model whose layers sit in a ``torch.nn.ModuleList`` named ``layers`` (the model's own attribute or a
 sub-module's), whatever the layer family: the hooks see each layer's output and :func:`node_states` turns it into
-``[ΣN, C]`` node rows aligned with ``batch.batch``.
+``[ΣN, C]`` node rows aligned with ``batch.batch``. :func:`collect_attention` is the one way to read attention maps,
+used by the diagnostics (GFSA's eigenvalues) and by the pictures (:mod:`gea_graph.viz`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -16,6 +18,7 @@ from torch_geometric.data import Batch
 from torch_geometric.utils import to_dense_batch
 
 from gea_graph.models.introspect import find_layers
+from gea_graph.nn.attention import AttentionPlan, DenseAttentionBase
 
 
 def node_states(output: Any, batch: Batch) -> Tensor:
@@ -80,14 +83,88 @@ def collect_node_states(
         layer.register_forward_hook(lambda _m, _i, out: states.append(node_states(out, batch)))
         for layer in layers
     ]
+    try:
+        _run_in_eval(model, batch, forward)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(states) != len(layers) + 1:
+        raise RuntimeError(f"expected {len(layers) + 1} hidden states, the hooks saw {len(states)}")
+    return [s.detach() for s in states]
+
+
+@torch.no_grad()
+def collect_attention(
+    model: nn.Module,
+    modules: Sequence[nn.Module],
+    batch: Batch,
+    forward: Callable[[nn.Module, Batch], Any] | None = None,
+) -> list[tuple[Tensor, Tensor | None]]:
+    """Run ``model`` on ``batch`` in eval mode while the attention ``modules`` (of :mod:`gea_graph.nn`, inside
+    ``model``) keep their maps, and return one ``(map, mask)`` pair per module.
+
+    * A self-attention (a ``DenseAttentionBase``: ``MultiheadAttention``, ``GFSA``, ...) stores ``[B, H, M, M]`` on
+      the dense padded batch it computed; ``mask`` ``[B, M]`` says which positions are real (a packed call's
+      :class:`~gea_graph.nn.attention.AttentionPlan` gives its dense layout's mask). Position 0 of a graph is the
+      Graphormer graph token where the graph has one real position more than nodes.
+    * An ``ExternalAttention`` stores ``[ΣN, H, S]`` in the batch's node order; ``mask`` is ``None``.
+
+    Every module's ``store_attention`` and the model's training mode are restored afterwards.
+
+    Raises:
+        RuntimeError: if a module did not run exactly once in the forward pass.
+    """
+    masks: list[list[Tensor]] = [[] for _ in modules]
+    with _storing_attention(modules):
+        handles = [
+            module.register_forward_pre_hook(
+                lambda _m, args, kwargs, found=found: found.append(
+                    _dense_mask(args[1] if len(args) > 1 else kwargs["mask"])
+                ),
+                with_kwargs=True,
+            )
+            for module, found in zip(modules, masks)
+            if isinstance(module, DenseAttentionBase)
+        ]
+        try:
+            _run_in_eval(model, batch, forward)
+        finally:
+            for handle in handles:
+                handle.remove()
+        maps = [module.attention for module in modules]
+    pairs = []
+    for module, attention, found in zip(modules, maps, masks):
+        dense = isinstance(module, DenseAttentionBase)
+        if attention is None or (dense and len(found) != 1):
+            raise RuntimeError(
+                f"the {type(module).__name__} module did not run exactly once in the forward pass"
+            )
+        pairs.append((attention, found[0] if dense else None))
+    return pairs
+
+
+@contextmanager
+def _storing_attention(modules: Sequence[nn.Module]) -> Iterator[None]:
+    storing = [module.store_attention for module in modules]
+    for module in modules:
+        module.store_attention = True
+        module.attention = None
+    try:
+        yield
+    finally:
+        for module, was_storing in zip(modules, storing):
+            module.store_attention = was_storing
+
+
+def _run_in_eval(model: nn.Module, batch: Batch, forward: Callable[[nn.Module, Batch], Any] | None) -> None:
     was_training = model.training
     model.eval()
     try:
         (forward or (lambda m, b: m(b)))(model, batch)
     finally:
-        for handle in handles:
-            handle.remove()
         model.train(was_training)
-    if len(states) != len(layers) + 1:
-        raise RuntimeError(f"expected {len(layers) + 1} hidden states, the hooks saw {len(states)}")
-    return [s.detach() for s in states]
+
+
+def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
+    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
+    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg

@@ -24,12 +24,11 @@ from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
-from gea_graph.diagnostics.collect import collect_node_states
+from gea_graph.diagnostics.collect import collect_attention, collect_node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, gfsa_response, mean_cosine_similarity
 from gea_graph.io import atomic_write, ensure_folder, save_figure
 from gea_graph.models.introspect import find_layers
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
-from gea_graph.nn.attention.plan import AttentionPlan
 
 LAYER_COLUMNS = (
     "model",
@@ -96,11 +95,6 @@ def gfsa_coefficients(model: nn.Module) -> list[GFSACoefficients | None]:
     return [m.coefficients() if m is not None else None for m in _gfsa_modules(model)]
 
 
-def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
-    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
-    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg
-
-
 @torch.no_grad()
 def gfsa_eigenvalues(
     model: nn.Module,
@@ -116,44 +110,22 @@ def gfsa_eigenvalues(
         Per layer index (0-based) with GFSA, per head, the complex eigenvalues of all graphs, concatenated.
     """
     modules = {i: m for i, m in enumerate(_gfsa_modules(model)) if m is not None}
+    if not modules:
+        return {}
     found: dict[int, list[list[Tensor]]] = {
         i: [[] for _ in range(m.heads)] for i, m in modules.items()
     }
-    masks: dict[int, list[Tensor]] = {i: [] for i in modules}
-    handles = [
-        m.register_forward_pre_hook(
-            lambda _m, args, kwargs, i=i: masks[i].append(
-                _dense_mask(args[1] if len(args) > 1 else kwargs["mask"])
-            ),
-            with_kwargs=True,
-        )
-        for i, m in modules.items()
-    ]
-    storing = {i: m.store_attention for i, m in modules.items()}
-    was_training = model.training
-    model.eval()
-    try:
-        for m in modules.values():
-            m.store_attention = True
-        for batch in batches:
-            for i in modules:
-                masks[i].clear()
-            (forward or (lambda mod, b: mod(b)))(model, batch)
-            for i, m in modules.items():
-                attn, mask = m.attention.to(torch.float64), masks[i][-1]
-                for b in range(attn.shape[0]):
-                    real = mask[b].nonzero().flatten()
-                    if real.numel() == 0:
-                        continue
-                    lam = torch.linalg.eigvals(attn[b][:, real][:, :, real])  # [H, n]
-                    for head in range(lam.shape[0]):
-                        found[i][head].append(lam[head])
-    finally:
-        for handle in handles:
-            handle.remove()
-        for i, m in modules.items():
-            m.store_attention = storing[i]
-        model.train(was_training)
+    for batch in batches:
+        pairs = collect_attention(model, list(modules.values()), batch, forward)
+        for i, (attn, mask) in zip(modules, pairs):
+            attn = attn.to(torch.float64)
+            for b in range(attn.shape[0]):
+                real = mask[b].nonzero().flatten()
+                if real.numel() == 0:
+                    continue
+                lam = torch.linalg.eigvals(attn[b][:, real][:, :, real])  # [H, n]
+                for head in range(lam.shape[0]):
+                    found[i][head].append(lam[head])
     return {
         i: [torch.cat(per_head) for per_head in heads]
         for i, heads in found.items()

@@ -1,12 +1,13 @@
 """Read attention maps out of a model during an ordinary forward pass.
 
 The attention modules of :mod:`gea_graph.nn` keep their maps on demand (``store_attention = True``, then the
-``attention`` attribute after a forward). This module switches that on for the modules of one layer of the model's
-``layers`` stack, runs the model, and cuts the maps into one tensor per graph of the batch:
+``attention`` attribute after a forward). This module picks the attention module of one layer of the model's
+``layers`` stack, reads its map with :func:`gea_graph.diagnostics.collect.collect_attention`, and cuts the map into
+one tensor per graph of the batch:
 
 * ``"self"``: modules derived from ``DenseAttentionBase`` (``MultiheadAttention``, ``GFSA``, ...). The stored map is
-  ``[B, H, M, M]`` on the dense batch the module was called with; the module's ``mask`` argument (captured by a
-  pre-hook) says which positions are real. When a graph has one real position more than it has nodes, position 0 is
+  ``[B, H, M, M]`` on the dense batch the module was called with; the module's ``mask`` argument says which
+  positions are real. When a graph has one real position more than it has nodes, position 0 is
   the Graphormer graph token and is dropped. Per graph: ``[H, n, n]`` over its atoms.
 * ``"external"``: ``ExternalAttention`` modules. The stored map is ``[ΣN, H, S]`` on the sparse batch (rows sum to 1
   over the units), rows in the batch's node order; it is cut into graphs by ``batch.batch``. Per graph:
@@ -22,8 +23,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 
+from gea_graph.diagnostics.collect import collect_attention
 from gea_graph.models.introspect import find_layers
-from gea_graph.nn.attention import AttentionPlan, DenseAttentionBase
+from gea_graph.nn.attention import DenseAttentionBase
 from gea_graph.nn.external_attention import ExternalAttention
 
 KINDS = ("external", "self")
@@ -96,39 +98,10 @@ def capture_attention(
         raise ValueError(
             f"layer {index + 1} holds {len(modules)} {kind} attention modules; expected one"
         )
-    module = modules[0]
-    masks: list[Tensor] = []  # the dense batch's mask: argument 1 of a DenseAttentionBase, or its plan's dense layout
-    handle = (
-        module.register_forward_pre_hook(
-            lambda _m, args, kwargs: masks.append(_dense_mask(args[1] if len(args) > 1 else kwargs["mask"])),
-            with_kwargs=True,
-        )
-        if kind == "self"
-        else None
-    )
-    was_training, was_storing = model.training, module.store_attention
-    module.store_attention = True
-    module.attention = None
-    model.eval()
-    try:
-        (forward or (lambda m, b: m(b)))(model, batch)
-    finally:
-        if handle is not None:
-            handle.remove()
-        module.store_attention = was_storing
-        model.train(was_training)
-    if module.attention is None or (kind == "self" and len(masks) != 1):
-        raise RuntimeError(
-            f"layer {index + 1}'s {kind} attention did not run exactly once in the forward pass"
-        )
+    ((attention, mask),) = collect_attention(model, modules, batch, forward)
     if kind == "self":
-        return _split_self(module.attention, masks[0], batch)
-    return _split_external(module.attention, batch)
-
-
-def _dense_mask(arg: Tensor | AttentionPlan) -> Tensor:
-    # Stored attention maps are in the dense padded layout; a packed call's plan gives that layout's mask.
-    return arg.dense_mask if isinstance(arg, AttentionPlan) else arg
+        return _split_self(attention, mask, batch)
+    return _split_external(attention, batch)
 
 
 def _split_self(attn: Tensor, mask: Tensor, batch: Batch) -> list[Tensor]:

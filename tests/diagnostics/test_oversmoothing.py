@@ -12,7 +12,7 @@ from torch import nn
 from torch_geometric.data import Batch, Data
 from torch_geometric.nn import SimpleConv
 
-from gea_graph.diagnostics.collect import collect_node_states
+from gea_graph.diagnostics.collect import collect_attention, collect_node_states
 from gea_graph.diagnostics.measures import dirichlet_energy, mean_cosine_similarity
 from gea_graph.diagnostics.report import (
     LAYER_COLUMNS,
@@ -28,6 +28,7 @@ from gea_graph.diagnostics.report import (
 from gea_graph.models import find_layers
 from gea_graph.nn.attention import MultiheadAttention, from_dense, to_dense
 from gea_graph.nn.attention.gfsa import GFSA, GFSACoefficients
+from gea_graph.nn.external_attention import ExternalAttention
 
 ZINC_SMILES = [
     "CC(C)(C)c1ccc2occ(CC(=O)Nc3ccccc3F)c2c1",
@@ -149,6 +150,42 @@ def test_gfsa_coefficients_and_eigenvalues():
     expected = model.layers[1].attn.filter_response(eig[1][1])[1]
     got = torch.tensor([complex(r["response_re"], r["response_im"]) for r in points])
     torch.testing.assert_close(got, expected.to(got.dtype))
+
+
+def test_collect_attention_reads_maps_and_restores_the_model():
+    torch.manual_seed(0)
+    model, batch = AttentionStack(), zinc_batch()
+    model.train()
+    softmax, gfsa = model.layers[0].attn, model.layers[1].attn
+    pairs = collect_attention(model, [softmax, gfsa], batch)
+    _, mask = to_dense(batch.x, batch.batch)
+    for attn, got_mask in pairs:
+        assert attn.shape == (batch.num_graphs, 2, mask.shape[1], mask.shape[1])
+        torch.testing.assert_close(got_mask, mask)
+        rows = attn.sum(-1)[mask.unsqueeze(1).expand(-1, 2, -1)]  # each real query's weights sum to 1
+        torch.testing.assert_close(rows, torch.ones_like(rows))
+    # the maps are those of an ordinary eval-mode forward, and nothing of the capture stays behind
+    assert model.training and not softmax.store_attention and not gfsa.store_attention
+    assert not softmax._forward_pre_hooks and not gfsa._forward_pre_hooks
+    softmax.store_attention = True
+    model.eval()
+    model(batch)
+    torch.testing.assert_close(softmax.attention, pairs[0][0])
+
+
+def test_collect_attention_external_and_a_module_that_never_runs():
+    torch.manual_seed(0)
+    batch = zinc_batch()
+    unit = ExternalAttention(16, 2)
+    model = nn.Module()
+    model.unit, model.idle = unit, MultiheadAttention(16, 2)
+    model.forward = lambda b: unit(b.x, b.batch)
+    ((attn, mask),) = collect_attention(model, [unit], batch)
+    assert mask is None and attn.shape[:2] == (batch.num_nodes, 2)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(batch.num_nodes, 2))  # rows over the units sum to 1
+    with pytest.raises(RuntimeError, match="MultiheadAttention module did not run exactly once"):
+        collect_attention(model, [unit, model.idle], batch)
+    assert not unit.store_attention and not model.idle.store_attention
 
 
 def test_diagnose_writes_files_for_two_models(tmp_path):
