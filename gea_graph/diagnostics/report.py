@@ -194,20 +194,8 @@ def plot_report(
         if not rows:
             continue
         layers = [row["layer"] for row in rows]
-        axes[0].plot(
-            layers,
-            [row["cosine_similarity"] for row in rows],
-            styles[k % 4],
-            marker="o",
-            label=model,
-        )
-        axes[1].plot(
-            layers,
-            [row["dirichlet_energy_normalised"] for row in rows],
-            styles[k % 4],
-            marker="o",
-            label=model,
-        )
+        for ax, column in zip(axes[:2], ("cosine_similarity", "dirichlet_energy_normalised")):
+            ax.plot(layers, [row[column] for row in rows], styles[k % 4], marker="o", label=model)
     axes[0].set(xlabel="layer", ylabel="mean pairwise cosine similarity", title="Cosine similarity")
     axes[1].set(
         xlabel="layer",
