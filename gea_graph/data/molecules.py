@@ -91,7 +91,7 @@ _STEREO = _lookup("possible_bond_stereo_list", Chem.rdchem.BondStereo)
 def mol_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """OGB's featurisation of an RDKit molecule: ``(x [N, 9], edge_index [2, E], edge_attr [E, 3])`` int64, the same
     arrays as ``ogb.utils.smiles2graph`` (checked in the tests), computed with dict look-ups and indexed atom access
-    instead of OGB's ``list.index`` calls and RDKit's slow atom iterator (about 2x faster on Peptides)."""
+    instead of OGB's ``list.index`` calls and RDKit's slow atom iterator."""
     atoms = []
     for a in range(mol.GetNumAtoms()):
         atom = mol.GetAtomWithIdx(a)

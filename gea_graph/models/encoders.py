@@ -34,7 +34,7 @@ class _SummedEmbeddings(torch.autograd.Function):
         (x, ) = ctx.saved_tensors
         # The embedding backward sorts the indices; a table of a few hundred rows stays in the cache while the
         # gradient streams through once per column. A broadcast gradient (a sum's) is materialised once: index_add_
-        # reads a stride-0 source six times slower.
+        # reads a stride-0 source slowly.
         grad = grad.contiguous()
         grads = tuple(grad.new_zeros(size, grad.size(1)).index_add_(0, x[:, i], grad) if needed else None
                       for i, (size, needed) in enumerate(zip(ctx.sizes, ctx.needs_input_grad[1:])))

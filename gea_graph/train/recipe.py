@@ -266,13 +266,11 @@ class TrainerConfig:
         release_memory_every: Training steps between two hand-backs of the free C heap to the system
             (:class:`~gea_graph.train.memory.ReleaseFreeHeap`; also done around each evaluation; ``None``: none by
             the step count). Fewer steps bound the resident memory of a CPU run more tightly at the cost of page
-            faults in the steps that follow (``docs/performance.md``, "Memory of a Peptides-func run").
+            faults in the steps that follow.
         release_memory_above: Resident set size in MiB above which a training step's end hands the free heap back
-            (``None``: no bound): the memory bound of a CPU run, paying only for the releases it needs. One epoch of
-            ``geaet-peptides-func-cpu`` (one thread, two runs side by side) peaks at 1.5 GiB releasing after every
-            step and 2.2 GiB with 2048 and no interval, and the second takes 14 % less time
-            (``docs/performance.md``, "A bound instead of an interval"). Linux only (elsewhere only the interval
-            acts).
+            (``None``: no bound): the memory bound of a CPU run, paying only for the releases it needs: each release costs page
+            faults in the steps after it (``docs/performance.md``, "Memory of a CPU run"). Linux only (elsewhere
+            only the interval acts).
 
         Neither changes the model nor what it learns.
     """

@@ -61,7 +61,7 @@ def _stacked_edges(data_list: Sequence[Data], ids: list[int]) -> tuple[np.ndarra
     return np.concatenate(graphs), np.concatenate(srcs), np.concatenate(dsts)
 
 
-_THREADPOOLS: list[ThreadpoolController] = []  # found once (0.5 ms a search), when first needed
+_THREADPOOLS: list[ThreadpoolController] = []  # found once, when first needed: the search is not free
 
 
 @contextmanager
@@ -69,8 +69,7 @@ def single_threaded() -> Iterator[None]:
     """Runs torch's CPU kernels and NumPy's BLAS/LAPACK on one thread inside the block.
 
     The stacks hold many small matrices: threads inside each LAPACK/BLAS call buy nothing there, and on a busy
-    2-core machine they made a batched ``eigh`` 10-50x slower (measured: 2.0 s vs 0.14 s for 749 matrices 26x26 in
-    torch; 1.42 s vs 0.29 s for 40 matrices 150x150 in NumPy's OpenBLAS).
+    machine they made a batched ``eigh`` (torch's, and NumPy's on OpenBLAS) much slower.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -26,7 +26,7 @@ class RWPE(BaseTransform):
     Adds ``rw_pe`` :math:`(N, L)` float to each graph.
 
     PyG's :class:`~torch_geometric.transforms.AddRandomWalkPE` gives the same numbers on unweighted undirected graphs
-    but is not reused: it handles one graph at a time (too slow for a ZINC build under 30 s), weights edges wrongly
+    but is not reused: it handles one graph at a time (too slow for a dataset build), weights edges wrongly
     when ``edge_weight`` is present (it divides by the weighted degree only), and walks along directed edges only
     (zero everywhere on TreeNeighbourMatch's child->parent trees). :meth:`forward_many` computes the matrix powers
     on ``[G, N, N]`` stacks of equal-size graphs.

@@ -195,7 +195,7 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     if steps:
         step_to, column = _next_steps(dist, nbr, nbr_edge.astype(edge_dtype), num_nodes)
         # The walk runs on contiguous columns in the compact edge dtype (a gather into a strided int64 column is
-        # several times slower), then one transposing copy (torch's: numpy's is slower) writes them into the rows.
+        # much slower), then one transposing copy (torch's: numpy's is slower) writes them into the rows.
         columns = np.empty((steps, dist.size), dtype=column.dtype)
         columns[0] = column
         for step in range(1, steps):
