@@ -26,9 +26,10 @@ exactly that.
 To measure OGB's processing on a fraction of the full size, make a smaller replica (e.g. 374,662 rows for 10%) and
 scale its time and memory linearly (OGB keeps every graph of the dataset in one Python list).
 
-The CSV is written in chunks of 100,000 rows, so memory stays bounded at any size. Every file is written to a temporary name in its folder and then renamed with ``os.replace``,
-``RELEASE_v1.txt`` last, so a killed run never leaves a half-written file under its final name. A folder holding
-``processed/`` caches is refused (they would not match the new raw files).
+The CSV is written in chunks of 100,000 rows, so memory stays bounded at any size. Every file is written to a
+temporary name in its folder and then renamed with ``os.replace``, ``RELEASE_v1.txt`` last, so a killed run never
+leaves a half-written file under its final name. A folder holding ``processed/`` caches is refused (they would not
+match the new raw files).
 """
 
 

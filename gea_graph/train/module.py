@@ -43,9 +43,9 @@ def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool 
     uses it.
 
     With :obj:`fused` (and every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation
-    instead: one kernel per step where the default is a loop of about ten operators per parameter tensor. Training does not
-    use it: under DDP on CPU it made two processes differ from one by 3.6e-4 (the loop: 2e-6), which is not
-    explained yet."""
+    instead: one kernel per step where the default is a loop of about ten operators per parameter tensor. Training
+    does not use it: under DDP on CPU it made two processes differ from one by 3.6e-4 (the loop: 2e-6), which is
+    not explained yet."""
     params = list(parameters)
     cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
     fused = fused and bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")

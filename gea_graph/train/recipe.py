@@ -268,9 +268,9 @@ class TrainerConfig:
             the step count). Fewer steps bound the resident memory of a CPU run more tightly at the cost of page
             faults in the steps that follow.
         release_memory_above: Resident set size in MiB above which a training step's end hands the free heap back
-            (``None``: no bound): the memory bound of a CPU run, paying only for the releases it needs: each release costs page
-            faults in the steps after it (``docs/performance.md``, "Memory of a CPU run"). Linux only (elsewhere
-            only the interval acts).
+            (``None``: no bound): the memory bound of a CPU run, paying only for the releases it needs, since each
+            release costs page faults in the steps after it (``docs/performance.md``, "Memory of a CPU run"). Linux
+            only (elsewhere only the interval acts).
 
         Neither changes the model nor what it learns.
     """
