@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from gea_graph.nn.dropout import dropout
 
 from .multihead import DenseAttentionBase
 
@@ -273,7 +272,7 @@ class GFSA(DenseAttentionBase):
             attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
             # Dropout before the filter; the same dropped matrix serves both products (as the
             # authors' Graphormer code, which squares the dropped-out matrix).
-            a = dropout(attn, self.dropout, self.training)
+            a = F.dropout(attn, self.dropout, self.training)
             y = torch.matmul(a, v)  # \bar{A} V
             out = torch.matmul(a, torch.addcmul(v * c1.to(v.dtype).view(1, -1, 1, 1), y,
                                                 c2.to(v.dtype).view(1, -1, 1, 1)))

@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gea_graph.nn.dropout import dropout
 
 from .multihead import DenseAttentionBase
 
@@ -193,9 +192,9 @@ class PLaplacianAttention(DenseAttentionBase):
                 p = self.dropout if self.training else 0.0
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
             attn = self._softmax_weights(q, k, bias)
-            return torch.matmul(dropout(attn, self.dropout, self.training), v), attn
+            return torch.matmul(F.dropout(attn, self.dropout, self.training), v), attn
         attn = self._softmax_weights(q, k, bias)
-        a = dropout(attn, self.dropout, self.training)
+        a = F.dropout(attn, self.dropout, self.training)
         outs = []
         for start, stop, e in self._groups:  # runs of heads sharing one exponent
             a_g, v_g = a[:, start:stop], v[:, start:stop]
