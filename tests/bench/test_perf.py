@@ -341,27 +341,6 @@ def test_perf_help_names_every_group():
     assert set(row_groups()) <= words, set(row_groups()) - words
 
 
-def test_interleaved_medians_switch_the_form_before_every_step():
-    """The A/B scripts' timer: each step runs under the form switched in just before it, the order of the forms
-    flips every repeat, and every form gets one warm-up step and a median of its timed steps."""
-    from gea_graph.bench.perf.training import interleaved_medians
-
-    current, log = [None], []
-    forms = {name: (lambda name=name: current.__setitem__(0, name)) for name in ("a", "b")}
-    medians = interleaved_medians(lambda: log.append(current[0]), forms, repeats=3)
-    assert log == ["a", "b", "a", "b", "b", "a", "a", "b"]
-    assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
-
-
-def test_recipe_batch_takes_a_recipes_first_training_graphs(mirror, data_root):
-    from gea_graph.bench.perf.training import recipe_batch
-    from gea_graph.train.recipe import load_recipe
-
-    batch, note = recipe_batch("gcn-zinc-cpu")
-    assert batch.num_graphs == load_recipe("gcn-zinc-cpu").trainer.batch_size
-    assert note == f"the first {batch.num_graphs} zinc graphs"
-
-
 def test_size_grouped_attention_rows_time_the_same_attention_on_both_sides() -> None:
     # The row's two sides (grouped blocks, padded batch) agree, outputs and gradients, on mixed sizes with a
     # single-node graph.

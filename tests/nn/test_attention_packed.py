@@ -1,7 +1,6 @@
 """Attention on PyG's packed rows: the size-grouped blocks and the one padded block equal the dense padded reference
 (outputs and gradients, train and eval, empty and single-node graphs), trace under torch.compile / torch.export, and
 make no host sync when the sizes are given."""
-from types import SimpleNamespace
 
 import numpy as np
 import pytest

@@ -6,7 +6,6 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module, Parameter
 
-
 from .dense import merge_heads
 from .plan import AttentionPlan, check_impl
 
