@@ -718,11 +718,10 @@ def check_sync_census(ctx: Context) -> str:
 
 @register_check("packed vs dense attention")
 def check_packed_attention(ctx: Context) -> str:
-    r"""Softmax attention on the packed rows (the kernel :func:`~gea_graph.nn.attention.packed.packed_backend`
-    picks for the device and dtype) and GFSA on blocks of graphs of similar size equal the dense padded path, outputs
-    and gradients, on graphs of mixed sizes with empty and single-node ones, in float32 (and in bfloat16 on a GPU)."""
+    r"""Softmax attention and GFSA called on the packed rows (with the layout ``impl="auto"`` picks for the device)
+    equal the dense padded path, outputs and gradients, on graphs of mixed sizes with empty and single-node ones, in
+    float32 (and in bfloat16 on a GPU)."""
     from gea_graph.nn.attention import GFSA, AttentionPlan, MultiheadAttention, from_dense, to_dense
-    from gea_graph.nn.attention.packed import packed_backend
 
     sizes = (3, 0, 1, 17, 5, 0, 2, 40, 1, 6, 6, 90, 11)
     ptr = torch.tensor((0, ) + sizes).cumsum(0).to(ctx.device)
@@ -753,6 +752,6 @@ def check_packed_attention(ctx: Context) -> str:
         for got, want in [(outs[0], outs[1]), *zip(grads[0], grads[1])]:
             torch.testing.assert_close(got, want, rtol=tol, atol=tol, msg=f"{name} {dtype}")
             gap = max(gap, float((got - want).abs().max()))
-        kernel = packed_backend(ctx.device.type, dtype) if name == "softmax" else "grouped blocks"
+        kernel = module.resolve_impl(AttentionPlan(ptr, x.size(0), max(sizes)))
         details.append(f"{name} {str(dtype).split('.')[-1]} ({kernel}) {gap:.0e}")
     return "equal to the dense path, outputs and gradients (max gap): " + "; ".join(details)

@@ -96,10 +96,9 @@ class ModelConfig:
             baselines: conv, activation, dropout, residual, norm).
         dropout: Dropout of the branches and the FFN.
         attn_dropout: Attention dropout.
-        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (on CPU softmax without a
-            bias on the packed node rows, no padding, the others on blocks of graphs of similar size; on a GPU the
-            padded batch, except half-precision softmax on the packed rows), ``"packed"`` (softmax
-            without a bias only), ``"grouped"``, or ``"dense"`` (the padded batch: the reference, for comparison).
+        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (on CPU blocks of graphs
+            of similar size, on a GPU the padded batch), ``"grouped"`` (the blocks), or ``"dense"`` (the padded
+            batch: the reference, for comparison).
         pe: Positional encoding, or ``None``.
         pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).
         head_layers: Linear layers of the prediction head (``1`` = a single linear map).
@@ -179,10 +178,6 @@ class ModelConfig:
         from gea_graph.nn.attention.plan import ATTN_IMPLS
         if self.attn_impl not in ATTN_IMPLS:
             raise ValueError(f"model.attn_impl: {self.attn_impl!r} is not one of {', '.join(ATTN_IMPLS)}")
-        if self.attn_impl == "packed" and (self.attn != "softmax" or self.family == "graphormer"):
-            raise ValueError("model.attn_impl: 'packed' runs softmax attention without a bias on the packed node "
-                             f"rows; {'the graphormer family adds a structural bias' if self.family == 'graphormer' else f'attn: {self.attn} needs the N x N matrix'}"
-                             "; use 'auto', 'grouped' or 'dense'")
         if self.family.startswith("pyg_"):
             self._check_pyg_peer()
             return

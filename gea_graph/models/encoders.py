@@ -8,12 +8,11 @@ import torch
 import torch.nn.functional as F
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
-from torch.nn import Embedding, Linear, Module, ModuleList
+from torch.nn import Dropout, Embedding, Linear, Module, ModuleList
 from torch_geometric.nn.resolver import activation_resolver
 
 from gea_graph.models.config import ModelConfig, PEConfig
-from gea_graph.nn import LapPEEncoder, RWPEEncoder, sync_census
-from gea_graph.nn.dropout import Dropout
+from gea_graph.nn import LapPEEncoder, RWPEEncoder
 
 
 class _SummedEmbeddings(torch.autograd.Function):
@@ -45,16 +44,14 @@ def summed_embeddings(x: Tensor, weights: Sequence[Tensor]) -> Tensor:
     r""":math:`\sum_i \mathbf{W}_i[x_{:, i}]` for a long feature matrix ``x`` ``[N, F]`` and embedding tables
     ``weights[i]`` ``[V_i, C]`` (the first ``F`` of them): ``[N, C]``, with the gradients of the tables.
 
-    On CPU (eager, no autocast, no sync census counting): one :func:`~torch.nn.functional.embedding_bag` (mode
+    On CPU (eager, no autocast): one :func:`~torch.nn.functional.embedding_bag` (mode
     ``sum``) over the stacked tables, whose backward adds the gradient into each table with ``index_add_``, in
     place of ``F`` look-ups whose backward sorts the indices (``gea-graph perf --only encoders``: OGB's atom and bond
     tables on a Peptides-func batch). An index outside its table raises :class:`IndexError`, as a look-up does.
     Elsewhere ``F`` look-ups (:func:`torch.nn.functional.embedding`)."""
     weights = list(weights)[:x.size(1)]
-    # The index check reads the host: on CPU that costs nothing; a GPU (and a sync census, which counts what a GPU
-    # would do) gets the look-ups.
-    if (x.device.type != "cpu" or torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu")
-            or sync_census.counting()):
+    # The index check reads the host: on CPU that costs nothing; a GPU gets the look-ups.
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu"):
         out = F.embedding(x[:, 0], weights[0])
         for i in range(1, len(weights)):
             out = out + F.embedding(x[:, i], weights[i])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import Tensor
-from torch.nn import LayerNorm, Module, ModuleList
+from torch.nn import Dropout, LayerNorm, Module, ModuleList
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
 from gea_graph.models.config import ModelConfig
@@ -36,7 +36,6 @@ from gea_graph.models.layer_args import (
 from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
 from gea_graph.nn import (
     CentralityEncoding,
-    Dropout,
     GatedGCNLayer,
     GEAETLayer,
     GraphormerAttnBias,

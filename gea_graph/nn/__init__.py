@@ -8,7 +8,6 @@ from gea_graph.nn.attention import (  # noqa: F401  (global attentions: one dens
     from_dense,
     to_dense,
 )
-from gea_graph.nn.dropout import Dropout  # noqa: F401
 from gea_graph.nn.external_attention import ExternalAttention  # noqa: F401
 from gea_graph.nn.geaet_layer import GEAETLayer  # noqa: F401
 from gea_graph.nn.geanet import GEANet  # noqa: F401

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
 from gea_graph.nn.attention.plan import AttentionPlan
-from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.geanet import GEANet, resolve_norm
 from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
@@ -40,10 +40,8 @@ class GEAETLayer(Module):
     residual + norm per branch, a residual around the FFN and a final norm (applied also with
     :obj:`use_ffn=False`, as in the code). The global attention is any of
     :func:`~gea_graph.nn.attention.attention_resolver`'s names and attends within each graph on
-    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"` on CPU: softmax without a bias on
-    the packed rows with no padding at all, the others on blocks of graphs of similar size; on a GPU see
-    :meth:`~gea_graph.nn.attention.multihead.DenseAttentionBase.resolve_impl`; the dense
-    padded batch with :obj:`"dense"`, the reference; all compute the same function). GEANet's edge input is the
+    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: blocks of graphs of similar size on CPU, the
+    padded batch on a GPU; :obj:`"dense"`: the padded batch, the reference; both compute the same function). GEANet's edge input is the
     MPNN's updated edge features (Eq. 8); its edge output (only changed with
     :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its
     residual (:class:`~gea_graph.nn.GatedGCNLayer`) gets no second residual and no second dropout,
@@ -95,7 +93,7 @@ class GEAETLayer(Module):
         ffn_dropout (float, optional): FFN. (default: :obj:`None`)
         attn_dropout (float, optional): Dropout on the attention weights. (default: :obj:`0.0`)
         attn_impl (str, optional): How the global attention runs: :obj:`"auto"`,
-            :obj:`"packed"`, :obj:`"grouped"` or :obj:`"dense"` (see
+            :obj:`"grouped"` or :obj:`"dense"` (see
             :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default:
             :obj:`"auto"`)
         local_out_act (bool, optional): Activation on the MPNN output before its dropout (the
@@ -274,7 +272,7 @@ class GEAETLayer(Module):
             if self.local_out_act:
                 h = self.act(h)
             if not self._mpnn_residual:
-                h = dropout_add(h, x, self.local_dropout, self.training)
+                h = x + F.dropout(h, self.local_dropout, self.training)
             if self.norm_local is not None:
                 h = self.norm_local(h, batch, num_graphs)
             out = h
@@ -285,7 +283,7 @@ class GEAETLayer(Module):
                                                        device=x.device)
             if attn_bias is not None:
                 plan = plan.with_bias(attn_bias)
-            h = dropout_add(self.attention(x, plan), x, self.global_dropout, self.training)
+            h = x + F.dropout(self.attention(x, plan), self.global_dropout, self.training)
             if self.norm_attn is not None:
                 h = self.norm_attn(h, batch, num_graphs)
             out = h if out is None else out + h
@@ -298,8 +296,8 @@ class GEAETLayer(Module):
 
         assert out is not None
         if self.ffn_in is not None:
-            h = dropout(self.act(self.ffn_in(out)), self.ffn_dropout, self.training)
-            out = dropout_add(self.ffn_out(h), out, self.ffn_dropout, self.training)
+            h = F.dropout(self.act(self.ffn_in(out)), self.ffn_dropout, self.training)
+            out = out + F.dropout(self.ffn_out(h), self.ffn_dropout, self.training)
         if self.norm_out is not None:
             out = self.norm_out(out, batch, num_graphs)
         return out, edge_out

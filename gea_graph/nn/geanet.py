@@ -5,11 +5,11 @@ import inspect
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Module
 from torch_geometric.nn.resolver import normalization_resolver
 
-from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.external_attention import ExternalAttention
 from gea_graph.nn.norm import spans_processes
 
@@ -210,9 +210,9 @@ class GEANet(Module):
             edge_batch = batch.index_select(0, edge_index[0])
         h, edge_out = att(x, batch, edge_attr, edge_batch, num_graphs=num_graphs)
         if self.residual:
-            h = dropout_add(h, x, self.dropout, self.training)
+            h = x + F.dropout(h, self.dropout, self.training)
         else:
-            h = dropout(h, self.dropout, self.training)
+            h = F.dropout(h, self.dropout, self.training)
         if self.norm is not None:
             h = self.norm(h, batch, num_graphs)
         return h, edge_out

@@ -34,12 +34,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn import Embedding, LayerNorm, Linear, Module, Parameter, Sequential
+from torch.nn import Dropout, Embedding, LayerNorm, Linear, Module, Parameter, Sequential
 from torch_geometric.utils import degree
 
 from gea_graph.nn.attention import attention_resolver
 from gea_graph.nn.attention.plan import AttentionPlan, BlockLayout
-from gea_graph.nn.dropout import Dropout, dropout_add
 
 _INIT_STD = 0.02  # Graphormer initialises its embeddings with N(0, 0.02)
 
@@ -462,7 +461,7 @@ class GraphormerLayer(Module):
         attn_kwargs (dict, optional): Extra arguments of the attention (e.g. ``K`` for GFSA).
         attn_impl (str, optional): How the attention runs on a plan: ``"grouped"`` (blocks of
             graphs of similar size), ``"dense"`` (the padded batch) or ``"auto"`` (grouped on CPU, dense on
-            a GPU); ``"packed"`` takes no bias. (default: :obj:`"auto"`)
+            a GPU). (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** :math:`(B, N, C)`, mask :math:`(B, N)`, optional bias :math:`(B, H, N, N)`;
@@ -507,11 +506,11 @@ class GraphormerLayer(Module):
         r"""Dense ``(x [B, N, C], mask [B, N], attn_bias)`` (padded rows zero) or packed
         ``(x [sum N_i, C], plan)`` (the bias in the plan), as the attention takes them."""
         if self.pre_norm:
-            x = dropout_add(self.attn(self.norm1(x), mask, attn_bias), x, self.dropout.p, self.training)
-            x = dropout_add(self.ffn(self.norm2(x)), x, self.dropout.p, self.training)
+            x = x + self.dropout(self.attn(self.norm1(x), mask, attn_bias))
+            x = x + self.dropout(self.ffn(self.norm2(x)))
         else:
-            x = self.norm1(dropout_add(self.attn(x, mask, attn_bias), x, self.dropout.p, self.training))
-            x = self.norm2(dropout_add(self.ffn(x), x, self.dropout.p, self.training))
+            x = self.norm1(x + self.dropout(self.attn(x, mask, attn_bias)))
+            x = self.norm2(x + self.dropout(self.ffn(x)))
         if isinstance(mask, AttentionPlan):
             return x
         return x.masked_fill(~mask.unsqueeze(-1), 0.0)

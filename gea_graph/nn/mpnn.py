@@ -3,7 +3,6 @@ r"""Local message-passing branches for GEAET-style layers, all called as
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any
 
 import torch
@@ -14,11 +13,7 @@ from torch_geometric.nn import GCNConv, GINConv, GINEConv
 from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver, normalize_string
 from torch_geometric.typing import OptTensor
-from torch_geometric.utils import to_torch_csr_tensor
 
-from gea_graph.nn import sync_census
-from gea_graph.nn.batch_memo import LastBatchMemo
-from gea_graph.nn.dropout import dropout, dropout_add
 from gea_graph.nn.geanet import resolve_norm
 from gea_graph.nn.norm import spans_processes
 
@@ -122,11 +117,11 @@ class GatedGCNLayer(Module):
         x_new = self.act(self._norm(self.bn_node, x_new))
         e_new = self.act(self._norm(self.bn_edge, e_hat))
         if self.residual:
-            x_new = dropout_add(x_new, x, self.dropout, self.training)
-            e_new = dropout_add(e_new, edge_attr, self.dropout, self.training)
+            x_new = x + F.dropout(x_new, self.dropout, self.training)
+            e_new = edge_attr + F.dropout(e_new, self.dropout, self.training)
         else:
-            x_new = dropout(x_new, self.dropout, self.training)
-            e_new = dropout(e_new, self.dropout, self.training)
+            x_new = F.dropout(x_new, self.dropout, self.training)
+            e_new = F.dropout(e_new, self.dropout, self.training)
         return x_new, e_new
 
     def __repr__(self) -> str:
@@ -179,99 +174,6 @@ def gcn_norm_dense_loops(edge_index: Tensor, num_nodes: int,
     return index, inv_sqrt[index[0]] * weight * inv_sqrt[index[1]]
 
 
-def gcn_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype | None = None) -> Tensor:
-    r"""The normalised adjacency :math:`\hat{\mathbf{A}}` of :func:`gcn_norm_dense_loops` as a sparse CSR matrix
-    :math:`[N, N]` whose rows are the target nodes (PyG's ``adj_t`` layout, which
-    :class:`~torch_geometric.nn.conv.GCNConv` multiplies with :func:`torch.sparse.mm`), built by
-    :func:`torch_geometric.utils.to_torch_csr_tensor`. Its coalescing adds the weights of repeated edges, as the sum
-    aggregation adds their messages."""
-    index, weight = gcn_norm_dense_loops(edge_index, num_nodes, dtype)
-    with warnings.catch_warnings():  # torch's notes that CSR support is in beta and unchecked
-        warnings.simplefilter("ignore", UserWarning)
-        return to_torch_csr_tensor(index.flip(0), weight, num_nodes)
-
-
-def sum_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype | None = None) -> Tensor:
-    r"""The adjacency of a sum aggregation as a sparse CSR matrix :math:`[N, N]` (rows: target nodes): entry
-    :math:`(i, j)` counts the edges :math:`j \to i` (repeated edges add up, as their messages do; self loops of
-    ``edge_index`` stay), so that :math:`\mathbf{A}\mathbf{X}` is PyG's ``propagate`` with ``aggr="sum"`` and
-    plain ``x_j`` messages (GIN's aggregation)."""
-    weight = torch.ones(edge_index.size(1), dtype=dtype or torch.get_default_dtype(), device=edge_index.device)
-    with warnings.catch_warnings():  # torch's notes that CSR support is in beta and unchecked
-        warnings.simplefilter("ignore", UserWarning)
-        return to_torch_csr_tensor(edge_index.flip(0), weight, num_nodes)
-
-
-class _Adjacency:
-    r"""A batch's sparse adjacency :math:`\hat{\mathbf{A}}` (:func:`gcn_adjacency` or :func:`sum_adjacency`) and
-    its transpose, built at the first backward pass that needs it and then shared by every layer of the batch: the
-    gradient of :math:`\hat{\mathbf{A}}\mathbf{H}` is :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}`, for which
-    :func:`torch.sparse.mm`'s own backward converts the matrix again at every layer (a sort of its entries: on a
-    ZINC batch of 64 that conversion is half of a layer's aggregation, forward and backward)."""
-
-    __slots__ = ("_transposed", "matrix")
-
-    def __init__(self, matrix: Tensor) -> None:
-        self.matrix = matrix
-        self._transposed: Tensor | None = None
-
-    def transposed(self) -> Tensor:
-        if self._transposed is None:
-            with warnings.catch_warnings():  # torch's note that CSR support is in beta
-                warnings.simplefilter("ignore", UserWarning)
-                self._transposed = self.matrix.t().to_sparse_csr()
-        return self._transposed
-
-
-def _sparse_product(matrix: Tensor, h: Tensor) -> Tensor:
-    # The product of torch.sparse.mm, bit for bit, written once: sparse.mm zero-fills a fresh result and copies it
-    # into another before the kernel writes it (two passes over [N, d] more: about 9 % of a GCN layer on
-    # Peptides-func, docs/performance.md "Figures at commit 9adb3c8"). With beta = 0 the kernel never reads the
-    # uninitialised input (NaN there stays out).
-    out = h.new_empty(matrix.size(0), h.size(1))
-    return torch.addmm(out, matrix, h, beta=0.0, out=out)
-
-
-class _AdjacencyProduct(torch.autograd.Function):
-    r""":math:`\hat{\mathbf{A}}\mathbf{H}` for a dense :math:`\mathbf{H}`, with the backward
-    :math:`\hat{\mathbf{A}}^{\top}\mathbf{G}` read from the batch's shared transpose (:class:`_Adjacency`). The
-    same products as :func:`torch.sparse.mm` and its backward, so the same values (tested bit for bit)."""
-
-    @staticmethod
-    def forward(ctx: Any, h: Tensor, adj: _Adjacency) -> Tensor:
-        ctx.adj = adj  # not a saved tensor: it references no graph, and it is the batch's, not the step's
-        return _sparse_product(adj.matrix, h)
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        return _sparse_product(ctx.adj.transposed(), grad), None
-
-
-def _batch_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> _Adjacency:
-    return _Adjacency(gcn_adjacency(edge_index, num_nodes, dtype))
-
-
-def _batch_sum_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> _Adjacency:
-    return _Adjacency(sum_adjacency(edge_index, num_nodes, dtype))
-
-
-#: Every layer of a model is called with the same ``edge_index`` tensor: a batch builds its sparse matrix (and its
-#: transpose, see :class:`_Adjacency`) once, not once a layer. GCN's normalised matrix and GIN's plain one.
-_last_adjacency = LastBatchMemo(_batch_adjacency)
-_last_sum_adjacency = LastBatchMemo(_batch_sum_adjacency)
-_SPARSE_DTYPES = (torch.float32, torch.float64)
-
-
-def _sparse_aggregation(x: Tensor) -> bool:
-    # On CPU in eager mode one sparse product (and its transposed product backward) is about half the time of
-    # gathering, weighting and scattering [E + N, d] messages (GCN on Peptides-func, 128 graphs: 48 vs 95 ms forward
-    # + backward of a d = 128 layer; GIN's unweighted sum gains less, docs/performance.md "Found once a batch").
-    # A GPU, torch.compile and a sync census keep the message-passing form, which needs no host sync and keeps its
-    # shapes static.
-    return (x.device.type == "cpu" and x.dtype in _SPARSE_DTYPES and not torch.compiler.is_compiling()
-            and not sync_census.counting() and not torch.is_autocast_enabled("cpu"))
-
-
 class GCNLayer(_ConvAdapter):
     r"""Adapter of :class:`torch_geometric.nn.conv.GCNConv` (:math:`d \to d`) to the
     ``(x, edge_index, edge_attr) -> (x, edge_attr)`` interface; edge features are not read and
@@ -280,12 +182,7 @@ class GCNLayer(_ConvAdapter):
     With the default normalisation the edge weights come from :func:`gcn_norm_dense_loops` (the
     same values as :class:`~torch_geometric.nn.conv.GCNConv`'s own ``gcn_norm``, but without its
     data-dependent self-loop filtering, so the layer compiles without graph breaks); the
-    convolution then runs with ``normalize=False``. On CPU in eager mode (float32 and float64) it is given them
-    as the sparse matrix of :func:`gcn_adjacency` (built once a batch, with its transpose for the backward pass,
-    see :class:`_Adjacency`), so that the layer aggregates with one sparse product (the steps of
-    :class:`~torch_geometric.nn.conv.GCNConv`'s forward: its ``lin``, the product, its ``bias``); elsewhere
-    :class:`~torch_geometric.nn.conv.GCNConv` runs on ``edge_index`` and ``edge_weight``. ``normalize=False``,
-    ``cached=True`` or ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
+    convolution then runs with ``normalize=False``. ``normalize=False``, ``cached=True`` or ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
 
     Args:
         channels (int): Feature size :math:`d`.
@@ -305,23 +202,13 @@ class GCNLayer(_ConvAdapter):
         r"""Runs the forward pass of the module."""
         if not self.self_norm:
             return self.conv(x, edge_index), edge_attr
-        if _sparse_aggregation(x):
-            # GCNConv's forward with a sparse adjacency (lin, the product, bias), with the shared transpose for the
-            # product's backward
-            conv = self.conv
-            out = _AdjacencyProduct.apply(conv.lin(x), _last_adjacency.get(edge_index, x.size(0), x.dtype))
-            return (out if conv.bias is None else out + conv.bias), edge_attr
         index, weight = gcn_norm_dense_loops(edge_index, x.size(0), x.dtype)
         return self.conv(x, index, weight), edge_attr
 
 
 class GINLayer(_ConvAdapter):
     r"""Adapter of :class:`torch_geometric.nn.conv.GINConv` with the GraphGPS MLP
-    (``Linear(d, d) -> act -> Linear(d, d)``, or :obj:`nn`); edge features pass through. On CPU in eager mode
-    (float32 and float64, as :class:`GCNLayer`) the sum over the neighbours is one sparse product with the batch's
-    adjacency (:func:`sum_adjacency`, built once a batch with its transpose for the backward pass) inside the steps
-    of ``GINConv``'s forward, :math:`\mathrm{nn}(\mathbf{A}\mathbf{x} + (1 + \epsilon)\mathbf{x})`; elsewhere
-    ``GINConv`` runs on ``edge_index``.
+    (``Linear(d, d) -> act -> Linear(d, d)``, or :obj:`nn`); edge features pass through.
 
     Args:
         channels (int): Feature size :math:`d`.
@@ -340,12 +227,6 @@ class GINLayer(_ConvAdapter):
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: OptTensor = None) -> tuple[Tensor, OptTensor]:
         r"""Runs the forward pass of the module."""
-        if _sparse_aggregation(x):
-            # GINConv's forward with the sum aggregation as one sparse product (and the shared transpose for its
-            # backward): nn(A x + (1 + eps) x)
-            conv = self.conv
-            out = _AdjacencyProduct.apply(x, _last_sum_adjacency.get(edge_index, x.size(0), x.dtype))
-            return conv.nn(out + (1 + conv.eps) * x), edge_attr
         return self.conv(x, edge_index), edge_attr
 
 
@@ -474,7 +355,7 @@ class MPNNBlock(Module):
         h, edge_out = self.mpnn(x, edge_index, edge_attr)
         if self.act is None:  # GatedGCN: act, dropout, residual and norm inside
             return h, edge_out
-        h = dropout_add(self.act(h), x, self.dropout, self.training)
+        h = x + F.dropout(self.act(h), self.dropout, self.training)
         if self.norm is not None:
             h = self.norm(h, batch, num_graphs)
         return h, edge_out

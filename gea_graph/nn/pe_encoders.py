@@ -13,72 +13,11 @@ from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.typing import OptTensor
 
-from gea_graph import native
-from gea_graph.nn import sync_census
 from gea_graph.nn.norm import spans_processes
 
 MODES = ("concat", "add")
 LAP_MODELS = ("deepset", "linear")
 SIGN_SCOPES = ("graph", "batch")
-
-_P, _I = native.POINTER, native.INT64
-_DEEPSET_SIGNATURES = {
-    "lap_deepset_forward": [_I, _I, _P, _P, _P, _P, _P, _P],
-    "lap_deepset_backward": [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P],
-}
-
-
-def deepset_kernel(hidden: int, out: int) -> Any:
-    r"""The native float32 kernel of the two-layer ReLU DeepSet ``Linear(2, hidden) → ReLU → Linear(hidden, out) →
-    ReLU`` summed over the eigenpairs (``gea_graph/native/kernels/lap_deepset.c``), or :obj:`None` (native kernels
-    off, widths beyond :data:`gea_graph.native.MAX_WIDTH`, or no working compiler)."""
-    if max(hidden, out) > native.MAX_WIDTH:
-        return None
-    defines = {"H1": hidden, "P": out, "V1": native.lanes(hidden), "VP": native.lanes(out)}
-    return native.kernel("lap_deepset.c", defines, _DEEPSET_SIGNATURES, "LapPEEncoder runs its PyTorch path")
-
-
-class _FusedDeepSet(torch.autograd.Function):
-    r""":math:`\sum_j m_{ij}\,\mathrm{relu}(\mathbf{W}_2\,\mathrm{relu}(\mathbf{W}_1 \mathbf{r}_{ij} +
-    \mathbf{b}_1) + \mathbf{b}_2)` for ``raw`` :math:`\mathbf{r}` ``[N, k, 2]`` and weights ``valid``
-    :math:`m` ``[N, k]`` in the native kernel: pair by pair in vector registers, so that none of the ``[N k, H]``
-    intermediates of the PyTorch path (and their ReLU masks) goes through memory; the backward recomputes the
-    pairs' layers. Gradients reach the weights only (``raw`` is data). Weight gradients are summed in float32
-    blocks of 32 nodes and the blocks in float64."""
-
-    @staticmethod
-    def forward(ctx: Any, raw: Tensor, valid: Tensor, kernel: Any, w1: Tensor, b1: Tensor, w2: Tensor,
-                b2: Tensor) -> Tensor:
-        N, K, _ = raw.shape
-        P, H1 = w2.shape
-        v1, vp = native.lanes(H1), native.lanes(P)
-        raw, valid = raw.contiguous(), valid.contiguous()
-        w1p = native.padded(torch.cat([w1.detach().t(), b1.detach().view(1, H1)]), 3, v1)
-        w2t = native.padded(w2.detach().t(), H1, vp)
-        b2p = native.padded(b2.detach().view(1, P), 1, vp)
-        out = raw.new_empty(N, P)
-        kernel.lap_deepset_forward(N, K, raw.data_ptr(), valid.data_ptr(), w1p.data_ptr(), w2t.data_ptr(),
-                                   b2p.data_ptr(), out.data_ptr())
-        ctx.save_for_backward(raw, valid, w1p, w2t, b2p, w2)
-        ctx.kernel = kernel
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        raw, valid, w1p, w2t, b2p, w2 = ctx.saved_tensors
-        if not any(ctx.needs_input_grad[3:]):
-            return (None, ) * 7
-        N, K, _ = raw.shape
-        P, H1 = w2.shape
-        v1, vp = native.lanes(H1), native.lanes(P)
-        grad = grad.contiguous()  # a broadcast gradient (a sum's) is materialised once
-        w2p = native.padded(w2.detach(), P, v1)
-        gw1, gw2t, gb2 = raw.new_empty(3, v1), raw.new_empty(H1, vp), raw.new_empty(vp)
-        ctx.kernel.lap_deepset_backward(N, K, raw.data_ptr(), valid.data_ptr(), w1p.data_ptr(), w2t.data_ptr(),
-                                        b2p.data_ptr(), w2p.data_ptr(), grad.data_ptr(), gw1.data_ptr(),
-                                        gw2t.data_ptr(), gb2.data_ptr())
-        return (None, None, None, gw1[:2, :H1].t(), gw1[2, :H1], gw2t[:, :P].t(), gb2[:P])
-
 
 def _batch_norm(bn: torch.nn.BatchNorm1d, h: Tensor, training: bool) -> Tensor:
     # one row: use the running statistics (not when the norm spans a DDP run's processes: all of them must
@@ -95,10 +34,9 @@ class NarrowLinear(Linear):
     :math:`N k` rows.
 
     ``F.linear``'s backward forms the weight gradient as :math:`G^{\top} X`, a
-    :math:`[d_{out}, Nk] \times [Nk, d_{in}]` product; with :math:`d_{in} \le 8` that GEMM runs 5-15x slower on
-    CPU (MKL) than the transposed product :math:`X^{\top} G`. Written as ``addmm`` with a contiguous
-    :math:`\mathbf{W}^{\top}`, autograd forms :math:`X^{\top} G` instead (13x faster for ``Linear(2, 32)`` on
-    Peptides-func batches; the gradient is the same)."""
+    :math:`[d_{out}, Nk] \times [Nk, d_{in}]` product, which CPU BLAS runs slowly for a tiny :math:`d_{in}`.
+    Written as ``addmm`` with a contiguous :math:`\mathbf{W}^{\top}`, autograd forms the transposed product
+    :math:`X^{\top} G` instead (the same gradient)."""
 
     def forward(self, input: Tensor) -> Tensor:
         r"""``[..., in_features] -> [..., out_features]``."""
@@ -180,9 +118,6 @@ class LapPEEncoder(_PEJoin):
     tuple ``(lap_eigvec, lap_eigval, lap_mask)``: ``enc(x, (data.lap_eigvec, data.lap_eigval,
     data.lap_mask))``. Without a mask every pair is real; NaN entries (GraphGPS padding) are masked
     too.
-
-    On CPU in float32 (eager mode) the two-layer ReLU DeepSet runs as one native kernel (:func:`deepset_kernel`;
-    the same sums, computed pair by pair in registers); elsewhere the ``Sequential`` above.
 
     Args:
         dim_pe (int): Output size of the encoding.
@@ -289,27 +224,11 @@ class LapPEEncoder(_PEJoin):
             raw = _batch_norm(self.raw_norm, raw, self.training)
             raw = torch.where(valid.unsqueeze(-1), raw, zero)
         if self.model == "deepset":
-            if (kernel := self._native_deepset(raw)) is not None:
-                first, second = self.encoder[0], self.encoder[2]
-                p = _FusedDeepSet.apply(raw, valid.to(raw.dtype), kernel, first.weight, first.bias,
-                                        second.weight, second.bias)
-            else:
-                p = self.encoder(raw)  # [N, k, dim_pe]
-                p = (p * valid.unsqueeze(-1).to(p.dtype)).sum(dim=1)
+            p = self.encoder(raw)  # [N, k, dim_pe]
+            p = (p * valid.unsqueeze(-1).to(p.dtype)).sum(dim=1)
         else:
             p = self.encoder(torch.cat([raw[..., 0], raw[..., 1]], dim=-1))
         return self._join(x, p)
-
-    def _native_deepset(self, raw: Tensor) -> Any:
-        # The native kernel where it applies: the two-layer ReLU DeepSet on float32 CPU data that needs no
-        # gradient (no raw_norm), in eager mode; None elsewhere (a GPU, float64, torch.compile, a sync census,
-        # which counts what a GPU would do, no compiler).
-        if (self.model != "deepset" or self.num_layers != 2 or raw.device.type != "cpu"
-                or raw.dtype != torch.float32 or raw.requires_grad or torch.compiler.is_compiling()
-                or sync_census.counting()
-                or not all(isinstance(self.encoder[i], torch.nn.ReLU) for i in (1, 3))):
-            return None
-        return deepset_kernel(self.encoder[0].out_features, self.encoder[2].out_features)
 
     def encoder_dtype(self) -> torch.dtype:
         r"""The parameter dtype (the inputs are cast to it)."""

@@ -67,15 +67,9 @@ def resident_mib() -> float | None:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
 
-#: glibc's largest adaptive mmap threshold on 64-bit systems (``DEFAULT_MMAP_THRESHOLD_MAX``), and the trim threshold
-#: its adaptation sets beside it (twice that).
-STEADY_MMAP_THRESHOLD = 32 * 2 ** 20
-STEADY_TRIM_THRESHOLD = 2 * STEADY_MMAP_THRESHOLD
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc's malloc.h)
-
-
 @cache
-def _libc_function(name: str) -> Any:
+def libc_function(name: str) -> Any:
+    r"""The C library's function ``name`` (:mod:`ctypes`), or ``None`` where it has none."""
     library = ctypes.util.find_library("c")
     try:
         return getattr(ctypes.CDLL(library), name, None) if library else None
@@ -86,28 +80,11 @@ def _libc_function(name: str) -> Any:
 def release_free_heap() -> bool:
     r"""Returns the free memory of the C heap to the system (glibc's ``malloc_trim(0)``); ``False`` where the C
     library has no such call (not glibc), ``True`` otherwise."""
-    trim = _libc_function("malloc_trim")
+    trim = libc_function("malloc_trim")
     if trim is None:
         return False
     trim(0)
     return True
-
-
-def steady_heap_thresholds() -> bool:
-    r"""Sets glibc's mmap and trim thresholds of this process to where their adaptation ends
-    (:data:`STEADY_MMAP_THRESHOLD`, :data:`STEADY_TRIM_THRESHOLD`): the state of a training process once it has
-    freed a block of 32 MiB or more, in which a step's tensors of up to 32 MiB come from the heap and stay there.
-    Otherwise the thresholds follow what the process freed before, and a timed step pays page faults that depend on
-    what ran before it (``gea-graph perf``; docs/performance.md, "The MPNN+GEANet row, timed in training"). Not for
-    training itself: fixed from a run's start, the heap fragments further and a bound
-    (``trainer.release_memory_above``) releases it more often. ``False`` where the C library has no ``mallopt``
-    (not glibc) or refuses the values."""
-    mallopt = _libc_function("mallopt")
-    if mallopt is None:
-        return False
-    return all(mallopt(ctypes.c_int(parameter), ctypes.c_int(value)) == 1
-               for parameter, value in ((_M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD),
-                                        (_M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD)))
 
 
 class ReleaseFreeHeap(Callback):

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
-
-from gea_graph import native
 
 # Node pairs per call of :func:`shortest_paths_many` in :meth:`ShortestPathDistance.forward_many` (about 9,000
 # PCQM4Mv2 molecules): bounds one chunk's working arrays to a few hundred MiB at ``max_path = 20``.
@@ -27,12 +24,9 @@ class ShortestPathDistance(BaseTransform):
 
     Distances are exact hop counts on the undirected graph underlying ``edge_index``. Paths step
     from :math:`u` towards :math:`t` through the first neighbour :math:`v` (in ascending order)
-    with :math:`d(v, t) = d(u, t) - 1`. On CPU with a C compiler a native kernel runs one
-    breadth-first search per source and walks every pair (:mod:`gea_graph.native`,
-    ``kernels/shortest_paths.c``); otherwise whole-array numpy does the same with no loop over
+    with :math:`d(v, t) = d(u, t) - 1`. Whole-array numpy computes them with no loop over
     graphs, nodes or pairs: a search of all sources at once on bitsets (:func:`hop_distances`) and
-    ``max_path`` vectorised gathers. Both give the same arrays (:func:`shortest_paths_many`);
-    :meth:`forward_many` handles thousands of molecules per call, and :meth:`forward` is the same on
+    ``max_path`` vectorised gathers (:func:`shortest_paths_many`); :meth:`forward_many` handles thousands of molecules per call, and :meth:`forward` is the same on
     one graph.
 
     Adds to each graph (see ``docs/design.md``):
@@ -153,10 +147,7 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     - ``wide``: both outputs as int64 instead (the dtype of the transform's tensors), written so
       directly.
 
-    The native kernel (``gea_graph/native/kernels/shortest_paths.c``, where a C compiler works and
-    ``GEA_GRAPH_NATIVE`` is not ``0``) writes both arrays in their final dtypes: per graph, one breadth-first
-    search per source into an :math:`N_g^2` int32 distance table, then each pair's walk. Otherwise
-    all graphs are handled by the same whole-array numpy calls (no loop over graphs, nodes or pairs):
+    All graphs are handled by the same whole-array numpy calls (no loop over graphs, nodes or pairs):
     a breadth-first search on bitsets (:func:`hop_distances`), the first step of every pair
     (:func:`_next_steps`), then one gather per further step: the :math:`k`-th edge from :math:`s`
     towards :math:`t` is the :math:`(k-1)`-th from the first step's end :math:`v` towards :math:`t`,
@@ -171,17 +162,6 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
     spd_dtype = np.dtype(np.int64 if wide else np.min_scalar_type(max_distance + 1))
     edge_dtype = np.int16 if num_edges.max(initial=0) < np.iinfo(np.int16).max else np.int32
     path_dtype = np.dtype(np.int64 if wide else edge_dtype)
-    kernel = _native_kernel(spd_dtype, path_dtype)
-    if kernel is not None:
-        pairs = int((num_nodes * num_nodes).sum())
-        spd = np.empty(pairs, spd_dtype)
-        path = np.empty((pairs, max_path), path_dtype)
-        largest = int(num_nodes.max(initial=0))
-        work = np.empty(largest * largest + largest, np.int32)
-        kernel.shortest_paths(num_nodes.size, num_nodes.ctypes.data, nbr.shape[1], nbr.ctypes.data,
-                              nbr_edge.ctypes.data, max_distance, max_path, spd.ctypes.data, path.ctypes.data,
-                              work.ctypes.data)
-        return spd, path
     dist, diameter = hop_distances(nbr, num_nodes)
 
     # Cap; the unreachable marker (the dtype's maximum, above every finite distance) maps past the cap.
@@ -202,20 +182,6 @@ def shortest_paths_many(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges
             np.take(columns[step - 1], step_to, out=columns[step], mode="clip")  # step_to is in range
         torch.from_numpy(path[:, :steps]).copy_(torch.from_numpy(columns).t())
     return spd, path
-
-
-_C_TYPES = {np.dtype(t): f"{np.dtype(t).name}_t" for t in (np.uint8, np.uint16, np.int16, np.int32, np.int64)}
-_P, _I = native.POINTER, native.INT64
-_SIGNATURES = {"shortest_paths": [_I, _P, _I, _P, _P, _I, _I, _P, _P, _P]}
-
-
-def _native_kernel(spd_dtype: np.dtype, path_dtype: np.dtype) -> Any:
-    # The kernel writing these dtypes (gea_graph/native/kernels/shortest_paths.c), or None: native kernels off,
-    # no compiler, or a dtype it is not built for (a cap beyond 65534).
-    if spd_dtype not in _C_TYPES or path_dtype not in _C_TYPES:
-        return None
-    return native.kernel("shortest_paths.c", {"DIST_T": _C_TYPES[spd_dtype], "PATH_T": _C_TYPES[path_dtype]},
-                         _SIGNATURES, "shortest paths run their numpy path")
 
 
 def _check_graphs(num_nodes: np.ndarray, edge_index: np.ndarray, num_edges: np.ndarray,

@@ -307,60 +307,6 @@ def test_perf_models_run_on_the_device_of_their_inputs(monkeypatch: pytest.Monke
     assert stub.seen == ["meta", "meta"] and out.shape == (2, 1)
 
 
-def _script_on_random_peptides(monkeypatch: pytest.MonkeyPatch, name: str):
-    # The module of scripts/NAME.py, its "real" Peptides-func graphs replaced by a few random ones whose features lie
-    # within every OGB feature's vocabulary (each has at least 2 values).
-    import importlib.util
-
-    def graphs(dataset: str, count: int) -> tuple:
-        out, note = _few_random_graphs(dataset, count)
-        for g in out:
-            g.x, g.edge_attr = g.x % 2, g.edge_attr % 2
-        return out, note
-
-    monkeypatch.setattr(perf_data, "real_graphs", graphs)
-    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_geanet_step_breakdown_script_times_every_part(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture) -> None:
-    # scripts/geanet_step_breakdown.py (quoted in docs/performance.md): every part of the two models of the row,
-    # interleaved, and what they imply for the row's ratio; here on a few random graphs with LapPE-10.
-    import sys
-
-    module = _script_on_random_peptides(monkeypatch, "geanet_step_breakdown")
-    monkeypatch.setattr(sys, "argv", ["geanet_step_breakdown.py", "--repeats", "1", "--threads", "1"])
-    module.main()
-    out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| part")]
-    assert len(rows) == 12 and all(float(line.split("|")[2]) > 0 for line in rows)
-    assert "step ratio" in out and "with a GEA unit that cost nothing" in out
-
-
-def test_step_faults_script_times_both_ways(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
-                                           tmp_path: Path) -> None:
-    # scripts/step_faults.py (quoted in docs/performance.md): the row's old way (one process, one fixed batch; here
-    # random graphs) and its new way (inside a training run; here a tiny recipe), a line each with positive figures.
-    import sys
-
-    from gea_graph.bench.perf.training import STEP_WARMUP
-
-    module = _script_on_random_peptides(monkeypatch, "step_faults")
-    steps = STEP_WARMUP + 3
-    recipe = _tiny_recipe(tmp_path, "tiny", True, graphs=8 * steps)
-    for argv in (["pair", "--repeats", "1"], ["train", recipe, "--steps", str(steps)]):
-        monkeypatch.setattr(sys, "argv", ["step_faults.py", *argv])
-        module.main()
-    lines = [line.split("|") for line in capsys.readouterr().out.splitlines()
-             if line.startswith(("| one", "| inside"))]
-    assert [cells[1].strip() for cells in lines] == ["one process, one fixed batch"] * 2 + ["inside a training run"]
-    assert [int(cells[3]) for cells in lines] == [1, 1, 3] and all(float(cells[4]) > 0 for cells in lines)
-
-
 def test_training_rss_row_measures_fresh_training_processes(tmp_path: Path) -> None:
     import yaml
 
@@ -395,30 +341,9 @@ def test_perf_help_names_every_group():
     assert set(row_groups()) <= words, set(row_groups()) - words
 
 
-def test_interleaved_medians_switch_the_form_before_every_step():
-    """The A/B scripts' timer: each step runs under the form switched in just before it, the order of the forms
-    flips every repeat, and every form gets one warm-up step and a median of its timed steps."""
-    from gea_graph.bench.perf.training import interleaved_medians
-
-    current, log = [None], []
-    forms = {name: (lambda name=name: current.__setitem__(0, name)) for name in ("a", "b")}
-    medians = interleaved_medians(lambda: log.append(current[0]), forms, repeats=3)
-    assert log == ["a", "b", "a", "b", "b", "a", "a", "b"]
-    assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
-
-
-def test_recipe_batch_takes_a_recipes_first_training_graphs(mirror, data_root):
-    from gea_graph.bench.perf.training import recipe_batch
-    from gea_graph.train.recipe import load_recipe
-
-    batch, note = recipe_batch("gcn-zinc-cpu")
-    assert batch.num_graphs == load_recipe("gcn-zinc-cpu").trainer.batch_size
-    assert note == f"the first {batch.num_graphs} zinc graphs"
-
-
-def test_packed_attention_core_rows_time_the_same_attention_on_both_sides() -> None:
-    # The row's two sides (issue 22's attention core: packed qkv to the heads' output) agree, outputs and gradients,
-    # on mixed sizes with a single-node graph.
+def test_size_grouped_attention_rows_time_the_same_attention_on_both_sides() -> None:
+    # The row's two sides (grouped blocks, padded batch) agree, outputs and gradients, on mixed sizes with a
+    # single-node graph.
     import numpy as np
 
     from gea_graph.bench.perf import attention as perf_attention
@@ -427,15 +352,14 @@ def test_packed_attention_core_rows_time_the_same_attention_on_both_sides() -> N
     counts = np.array([5, 1, 9, 3])
     ptr = torch.tensor(np.concatenate([[0], np.cumsum(counts)]))
     batch = torch.repeat_interleave(torch.arange(4), torch.from_numpy(counts))
-    module = MultiheadAttention(8, 2, impl="packed")
-    ours, ref = (perf_attention._QKV(int(counts.sum()), 2, 4, torch.device("cpu")) for _ in range(2))
-    with torch.no_grad():
-        ref.qkv.copy_(ours.qkv)
-    a = perf_attention._packed_core(module, ours, ptr, batch, counts, int(counts.max()))
-    b = perf_attention._dense_core(module, ref, batch, 4, int(counts.max()))
+    module = MultiheadAttention(8, 2, impl="grouped")
+    x = torch.randn(int(counts.sum()), 8)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    a = perf_attention._plan_call(module, xa, ptr, batch, counts, int(counts.max()))
+    b = perf_attention._dense_call(module, xb, batch, 4, int(counts.max()))
     assert a.shape == b.shape == (counts.sum(), 8)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     grad = torch.randn_like(a)
     a.backward(grad)
     b.backward(grad)
-    torch.testing.assert_close(ours.qkv.grad, ref.qkv.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xa.grad, xb.grad, atol=1e-5, rtol=1e-5)

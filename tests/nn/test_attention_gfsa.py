@@ -100,40 +100,6 @@ def test_dropout_shares_mask_in_both_products():
     assert torch.isfinite(out).all() and (out[~mask] == 0).all()
 
 
-def test_fused_core_gradients():
-    from gea_graph.nn.attention.gfsa import _GFSACore
-    g = torch.Generator().manual_seed(0)
-    c0, c1, c2 = (torch.randn(3, dtype=torch.float64, generator=g, requires_grad=True)
-                  for _ in range(3))  # per head: s and v hold 2 graphs x 3 heads
-    q, k, v = (torch.randn(6, 4, 2, dtype=torch.float64, generator=g, requires_grad=True)
-               for _ in range(3))
-    bias = torch.randn(6, 4, 4, dtype=torch.float64, generator=g, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda q, k, b, v, *c: _GFSACore.apply(q, k, b, 0.7, v, *c)[0],
-                                    (q, k, bias, v, c0, c1, c2))
-    assert torch.autograd.gradcheck(
-        lambda q, k, b, v, c1, c2: _GFSACore.apply(q, k, b, 0.7, v, None, c1, c2)[0],
-        (q, k, bias, v, c1, c2))
-
-
-def test_fused_and_plain_paths_agree():
-    x, mask = dense_batch(seed=4)
-    mod = GFSA(8, 2, K=3).double()
-    with torch.no_grad():
-        mod.w0.fill_(0.1)
-        mod.wK.copy_(torch.tensor([0.6, -0.3]))
-    grads = []
-    outs = []
-    for bias in (None, torch.zeros(3, 2, 5, 5, dtype=torch.float64)):  # plain, fused
-        mod.zero_grad()
-        out = mod(x, mask, bias)
-        (out ** 2).sum().backward()
-        outs.append(out)
-        grads.append([p.grad.clone() for p in mod.parameters()])
-    torch.testing.assert_close(outs[0], outs[1])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
-
-
 def test_large_graph_sdpa_path_matches_reference():
     x, mask = dense_batch(seed=5)
     bias = torch.randn(3, 2, 5, 5, dtype=torch.float64)

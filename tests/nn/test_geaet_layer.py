@@ -142,8 +142,8 @@ def test_gradients_dtypes_autocast_no_mutation():
     assert torch.equal(x, x0) and torch.equal(ea, ea0)
     (out.square().sum() + e_out.square().sum()).backward()
     for name, p in m.named_parameters():
-        if name.endswith("key.bias") and ".gea." in f".{name}":  # cancels in GEA's softmax: exactly 0
-            assert p.grad is not None and torch.equal(p.grad, torch.zeros_like(p)), name
+        if name.endswith("key.bias") and ".gea." in f".{name}":  # cancels in GEA's softmax: 0 up to rounding
+            assert p.grad is not None and p.grad.abs().max() < 1e-5, name
         else:
             assert p.grad is not None and p.grad.abs().sum() > 0, name
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -100,8 +100,8 @@ def test_gradients_autocast_float64():
     out, e_out = net(x, ei, ea, batch)
     (out.square().sum() + e_out.square().sum()).backward()
     for name, p in net.named_parameters():
-        if name.endswith("key.bias"):  # cancels in GEA's per-column softmax: its gradient is exactly 0
-            assert p.grad is not None and torch.equal(p.grad, torch.zeros_like(p)), name
+        if name.endswith("key.bias"):  # cancels in GEA's per-column softmax: its gradient is 0 up to rounding
+            assert p.grad is not None and p.grad.abs().max() < 1e-5, name
         else:
             assert p.grad is not None and p.grad.abs().sum() > 0, name
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -21,9 +21,9 @@ FAKE = {
 
 
 def test_release_free_heap_on_glibc():
-    assert memory.release_free_heap() is (memory._libc_function("malloc_trim") is not None)
+    assert memory.release_free_heap() is (memory.libc_function("malloc_trim") is not None)
     if sys.platform.startswith("linux"):
-        assert memory._libc_function("malloc_trim") is not None  # glibc (musl has no malloc_trim: then a no-op)
+        assert memory.libc_function("malloc_trim") is not None  # glibc (musl has no malloc_trim: then a no-op)
 
 
 def test_training_releases_the_heap_every_few_steps_and_around_validation(tmp_path: Path,
@@ -175,7 +175,7 @@ def test_peak_resident_is_the_programs_own_not_its_parents():
 _SECOND_ROUND_FAULTS = """
 import ctypes, ctypes.util, resource, sys
 if sys.argv[1] == "steady":
-    from gea_graph.train.memory import steady_heap_thresholds
+    from gea_graph.bench.perf.heap import steady_heap_thresholds
     assert steady_heap_thresholds()
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype = ctypes.c_void_p
@@ -192,7 +192,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(memory._libc_function("mallopt") is None, reason="glibc's mallopt")
+@pytest.mark.skipif(memory.libc_function("mallopt") is None, reason="glibc's mallopt")
 def test_steady_heap_thresholds_keep_a_freed_block_in_the_heap():
     import os
 
@@ -213,7 +213,9 @@ def test_the_perf_suite_runs_with_steady_heap_thresholds(monkeypatch: pytest.Mon
     from gea_graph.bench.perf.core import Row, Settings
 
     calls: list[str] = []
-    monkeypatch.setattr(memory, "steady_heap_thresholds", lambda: calls.append("heap") or True)
+    from gea_graph.bench.perf import heap
+
+    monkeypatch.setattr(heap, "steady_heap_thresholds", lambda: calls.append("heap") or True)
     monkeypatch.setattr(suite, "row_groups", lambda: {"probe": lambda settings: calls.append("row") or
                                                       [Row("probe", 1.0, 1.0, "ms")]})
     suite.run_suite(Settings.tiny(), None, only=["probe"], log=lambda _: None)

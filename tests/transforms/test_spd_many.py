@@ -1,6 +1,5 @@
 """ShortestPathDistance.forward_many / shortest_paths_many: identical to the per-graph forward and to a plain-Python
-statement of the rule, bit for bit, on both paths (the native kernel, gea_graph/native/kernels/shortest_paths.c, and
-numpy's), and the two paths identical to each other."""
+statement of the rule, bit for bit."""
 
 import csv
 from collections import deque
@@ -16,15 +15,6 @@ from gea_graph.transforms.spd import shortest_paths_many
 
 SETTINGS = [(20, 20), (3, 5), (1, 0), (6, 2)]  # (max_distance, max_path); 3 and 1 lie below most diameters
 KEYS = ("spd_index", "spd", "spd_path")
-
-
-@pytest.fixture(autouse=True, params=["native", "numpy"])
-def path_kind(request, monkeypatch):
-    """Every test of this file runs on both paths (the native kernel, where a compiler works, and numpy's)."""
-    if request.param == "native" and spd_module._native_kernel(np.dtype(np.uint8), np.dtype(np.int16)) is None:
-        pytest.skip("no working C compiler: the native kernel is not built")
-    monkeypatch.setenv("GEA_GRAPH_NATIVE", "1" if request.param == "native" else "0")
-    return request.param
 
 
 def assert_same(batched, single):
@@ -184,19 +174,3 @@ def test_bad_edge_ids_raise():
     assert ShortestPathDistance(3).forward_many([]) == []
     with pytest.raises(ValueError, match=r"edge \[-1, 0\] of graph 0"):
         ShortestPathDistance(3)(Data(edge_index=torch.tensor([[-1], [0]]), num_nodes=2))
-
-
-@pytest.mark.parametrize("max_distance,max_path,wide", [(20, 20, False), (3, 5, True), (1, 0, False),
-                                                         (300, 4, False), (40000, 2, False)])
-def test_native_and_numpy_paths_give_the_same_arrays(max_distance, max_path, wide, path_kind, monkeypatch):
-    if path_kind != "native":
-        pytest.skip("compares the two paths once")
-    graphs = random_graphs(4)
-    num_nodes = np.array([int(g.num_nodes) for g in graphs])
-    parts = [g.edge_index.numpy() if g.edge_index is not None else np.zeros((2, 0), np.int64) for g in graphs]
-    args = (num_nodes, np.concatenate(parts, 1), np.array([p.shape[1] for p in parts]), max_distance, max_path, wide)
-    ours = shortest_paths_many(*args)
-    monkeypatch.setenv("GEA_GRAPH_NATIVE", "0")
-    theirs = shortest_paths_many(*args)
-    for a, b in zip(ours, theirs):
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)

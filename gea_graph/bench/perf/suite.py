@@ -54,9 +54,9 @@ def run_suite(settings: Settings, out_dir: Path | None = None,
     r"""Runs the suite (or the groups named in ``only``; :data:`OPT_IN_GROUPS` only when named), prints the table, and writes the reports
     to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
     broken component never hides the others. The C heap's thresholds are set where a training process's adaptation
-    ends them (:func:`~gea_graph.train.memory.steady_heap_thresholds`), so that no row depends on the rows before
+    ends them (:func:`~gea_graph.bench.perf.heap.steady_heap_thresholds`), so that no row depends on the rows before
     it."""
-    from gea_graph.train.memory import steady_heap_thresholds
+    from gea_graph.bench.perf.heap import steady_heap_thresholds
 
     steady_heap_thresholds()
     torch.manual_seed(0)

@@ -21,7 +21,6 @@ GEANet branch in a training step, and the peak resident memory of a real trainin
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -35,7 +34,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
 from gea_graph.bench.perf.core import Row, Settings, Target
 
@@ -53,75 +52,6 @@ STEP_RUNS = 2
 #: First steps of each run that the MPNN+GEANet row does not count: the first ten steps of a run take 20-40 % longer
 #: than the later ones (docs/performance.md, "The MPNN+GEANet row, timed in training"); a 30-minute run is past them.
 STEP_WARMUP = 10
-
-
-def peptides_batch(pe: str | None, count: int = BATCH) -> tuple[Batch, str]:
-    r"""``count`` real Peptides-func training graphs (see :func:`gea_graph.bench.perf.data.real_graphs`) with the
-    positional encodings ``pe`` computed by the project's transforms, as one batch, and a note saying where the
-    graphs came from."""
-    from gea_graph.bench.perf.data import real_graphs
-    from gea_graph.transforms import parse_pe
-
-    graphs, note = real_graphs("Peptides-func", count)
-    transform = parse_pe(pe)
-    keep = ("x", "edge_index", "edge_attr", "y")
-    out = []
-    for g in graphs:
-        data = Data(**{k: g[k] for k in keep if k in g}, num_nodes=g.num_nodes)
-        if data.get("y") is None or data.y.numel() != 10:
-            data.y = torch.zeros(1, 10)  # labels do not change a step's cost
-        out.append(transform(data) if transform is not None else data)
-    return Batch.from_data_list(out), note
-
-
-def recipe_batch(recipe_name: str) -> tuple[Batch, str]:
-    r"""One training batch of a recipe, for timing its steps: Peptides-func recipes, the :data:`BATCH` graphs of
-    :func:`peptides_batch` (with the recipe's positional encodings); other datasets, the first ``batch_size``
-    graphs of the training split, built with the recipe's data settings in the data root. Also a note saying which."""
-    from gea_graph.data import get_dataset
-    from gea_graph.train.recipe import load_recipe
-
-    recipe = load_recipe(recipe_name)
-    if recipe.data.name == "peptides-func":
-        return peptides_batch(recipe.data.pe)
-    data = get_dataset(recipe.data.name, split="train", pe=recipe.data.pe, **recipe.data.options)
-    count = min(recipe.trainer.batch_size, len(data))
-    return Batch.from_data_list([data[i] for i in range(count)]), f"the first {count} {recipe.data.name} graphs"
-
-
-def ab_arguments(description: str, recipes: Sequence[str], repeats: int) -> argparse.Namespace:
-    r"""The command line of the A/B scripts in ``scripts/``: ``--recipes`` (default :obj:`recipes`), ``--repeats``
-    (default :obj:`repeats`) and ``--threads`` (default 1, applied with :func:`torch.set_num_threads`). The heap's
-    thresholds are set as in the perf suite (:func:`~gea_graph.train.memory.steady_heap_thresholds`)."""
-    from gea_graph.train.memory import steady_heap_thresholds
-
-    steady_heap_thresholds()
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--recipes", nargs="+", default=list(recipes))
-    parser.add_argument("--repeats", type=int, default=repeats)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    return args
-
-
-def interleaved_medians(step: Callable[[], None], forms: dict[str, Callable[[], None]],
-                        repeats: int) -> dict[str, float]:
-    r"""Median seconds of :obj:`step` under each form: ``forms[name]()`` puts that form in place (e.g. swaps an
-    implementation). One warm-up step each, then the forms alternate step by step, their order flipped every repeat,
-    so that both see the same machine (the A/B scripts in ``scripts/``)."""
-    times: dict[str, list[float]] = {name: [] for name in forms}
-    for use in forms.values():
-        use()
-        step()
-    names = list(forms)
-    for i in range(repeats):
-        for name in (names if i % 2 == 0 else names[::-1]):
-            forms[name]()
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _training_step(recipe_name: str, batch: Batch, fused: bool = False) -> Callable[[], None]:

@@ -2,11 +2,9 @@ r"""Global (all-pairs, within each graph) attentions with one interface, in two 
 
 **Packed** (what the models use): ``attn(x, plan) -> out`` with PyG's packed node rows ``x``
 ``[sum N_i, C]`` and the batch's :class:`AttentionPlan` (made once per batch from ``ptr``, shared
-by every layer; a structural bias goes in with :meth:`AttentionPlan.with_bias`). Softmax attention
-without a bias runs on the packed rows with no padding at all (:func:`packed_attention`); the
-attentions that need the :math:`N \times N` matrix or a bias (GFSA, p-Laplacian, biased softmax)
-and AGF run on dense blocks of graphs of similar size (``impl="grouped"``), or on the whole padded
-batch (``impl="dense"``, the reference)::
+by every layer; a structural bias goes in with :meth:`AttentionPlan.with_bias`). Every attention
+runs on dense blocks of graphs of similar size (``impl="grouped"``, the default on CPU), or on the
+whole padded batch (``impl="dense"``, the reference and the default on a GPU)::
 
     plan = AttentionPlan(batch.ptr, x.size(0))
     x = attn(x, plan)
@@ -31,7 +29,6 @@ from .agf import AGFAttention
 from .dense import from_dense, key_padding_bias, merge_heads, split_heads, to_dense
 from .gfsa import GFSA, GFSACoefficients
 from .multihead import DenseAttentionBase, MultiheadAttention
-from .packed import packed_attention, packed_qkv_attention
 from .plan import ATTN_IMPLS, AttentionPlan
 from .plaplacian import PLaplacianAttention
 
@@ -74,8 +71,6 @@ __all__ = [
     "from_dense",
     "key_padding_bias",
     "merge_heads",
-    "packed_attention",
-    "packed_qkv_attention",
     "split_heads",
     "to_dense",
 ]

@@ -2,10 +2,9 @@ r"""AGF: attentive graph filter in the singular-value domain (Wi et al., 2025)."
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module, Parameter
-
-from gea_graph.nn.dropout import dropout
 
 from .dense import merge_heads
 from .plan import AttentionPlan, check_impl
@@ -97,12 +96,9 @@ class AGFAttention(Module):
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"'channels' ({channels}) must be divisible by 'heads' ({heads})")
-        if check_impl(impl) == "packed":
-            raise ValueError("attn_impl 'packed' is softmax attention on packed rows; AGFAttention "
-                             "runs on dense blocks: use 'grouped' or 'auto'")
         #: How a packed call runs: ``"dense"`` (one padded block), ``"grouped"`` (blocks of graphs of
         #: similar size) or ``"auto"`` (grouped on CPU, dense on a GPU).
-        self.impl = impl
+        self.impl = check_impl(impl)
         if K < 0:
             raise ValueError("'K' must be >= 0")
         self.channels, self.heads, self.head_dim = channels, heads, channels // heads
@@ -199,7 +195,7 @@ class AGFAttention(Module):
             vt = torch.softmax(proj[1].masked_fill(~keep, torch.finfo(dtype).min), dim=-2)
             kv = torch.matmul(vt.transpose(-1, -2), proj[2])  # [B, H, D, D]: linear in N
             gate = u * self.filter(torch.sigmoid(proj[3]))
-            gate_d = dropout(gate, self.dropout, self.training)
+            gate_d = F.dropout(gate, self.dropout, self.training)
             out = torch.matmul(gate_d, kv)  # [B, H, N, D]
             ortho = self._ortho_loss(u, vt, mask) if self.training else None
         return out, gate, vt, ortho

@@ -9,102 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from gea_graph.nn.dropout import dropout
-
 from .multihead import DenseAttentionBase
 
 _COEFFS = ("w0", "w1", "wK")
-
-
-def _heads(t: Tensor, heads: int) -> Tensor:
-    # [B*H, ...] -> [B, H, ...] (a view), so that per-head coefficients [1, H, 1, 1] broadcast
-    return t.view(-1, heads, *t.shape[1:])
-
-
-def _head_dot(x: Tensor, y: Tensor, heads: int) -> Tensor:
-    # <x, y> summed per head over the batch: [B*H, d, N] x2 -> [H]
-    return (x * y).sum((1, 2)).view(-1, heads).sum(0)
-
-
-class _GFSACore(torch.autograd.Function):
-    r"""Fused ``A = softmax(scale Q K^T + bias)`` -> ``Z = c0 V + A (c1 V + c2 A V)`` with a
-    hand-written backward, for ``Q, K, V`` ``[B H, N, d]``, ``bias`` ``[B H, N, N]`` (or a key mask
-    ``[B H, 1, N]``, or ``None``; its gradient is the full ``[B H, N, N]``) and per-head
-    coefficients ``c*`` ``[H]``.
-
-    Same math as the autograd graph of the plain ops, but (1) ``dQ, dK`` come without the autograd
-    nodes of ``baddbmm``, each from one scaled batched matmul; (2) the coefficients are applied per
-    head inside the node and their gradients reduced there (no per-graph ``[B H]`` copies of them,
-    each with its own backward), and the identity term ``c0 V`` is the accumulator of the last
-    batched matmul (``c0 = None``: no identity term); (3) the gradient w.r.t. ``A`` comes from one
-    batched matmul ``[dZ | c2 dT] [T | V]^T`` instead of two ``N x N`` products and a sum, its
-    operands written into the halves of ``[B H, 2d, N]`` buffers (no concatenation); (4) the
-    inner value-side product runs in the transposed layout ``(A V)^T = V^T A^T`` (``[d, N]``
-    rows), which CPU batched GEMM handles about twice as fast for small ``d`` and ``N``, while
-    ``Z`` comes out as ``[B H, N, d]`` so that the head merge after it copies whole rows."""
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, bias: Tensor | None, scale: float, v: Tensor,
-                c0: Tensor | None, c1: Tensor, c2: Tensor) -> tuple[Tensor, Tensor]:
-        BH, N, d = v.shape
-        H = c1.numel()
-        c0, c1, c2 = (c.view(1, H, 1, 1) if c is not None else None for c in (c0, c1, c2))
-        # bias: [BH, N, N], or broadcastable ([BH, 1, N]: a key mask), or None
-        s = torch.bmm(q, k.transpose(1, 2)).mul_(scale) if bias is None else \
-            torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
-        # Not in place (out=s): ATen's CPU softmax over a short last axis is slower writing over its input
-        # (1.84 vs 1.41 ms on [512, 33, 33]), its backward too (0.62 vs 0.56 ms; docs/performance.md)
-        a = torch.softmax(s, dim=-1)  # [BH, N, N]
-        at = a.transpose(1, 2)
-        tv = v.new_empty(BH, 2 * d, N)  # [T^T | V^T], the operand of backward's dA product
-        tt, vt = tv[:, :d], tv[:, d:].copy_(v.transpose(1, 2))  # [BH, d, N] views
-        yt = torch.bmm(vt, at)  # (A V)^T
-        torch.mul(_heads(vt, H), c1, out=_heads(tt, H)).addcmul_(_heads(yt, H), c2)  # c1 V + c2 A V, in place
-        # Z itself in [BH, N, d] (not Z^T): the head merge after it then copies whole rows
-        z = torch.bmm(a, tt.transpose(1, 2)) if c0 is None else \
-            torch.baddbmm((_heads(v, H) * c0).view(BH, N, d), a, tt.transpose(1, 2))
-        ctx.save_for_backward(q, k, a, tv, yt, c0, c1, c2)
-        ctx.scale = scale
-        ctx.mark_non_differentiable(a)
-        return z, a
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dz: Tensor, _da_unused: Tensor | None):
-        q, k, a, tv, yt, c0, c1, c2 = ctx.saved_tensors
-        BH, d2, N = tv.shape
-        d, H = d2 // 2, c1.numel()
-        vt = tv[:, d:]
-        dd = tv.new_empty(BH, d2, N)  # [dZ^T | c2 dT^T]
-        dzt, dyt = dd[:, :d].copy_(dz.transpose(1, 2)), dd[:, d:]
-        dtt = torch.bmm(dzt, a)  # (A^T dZ)^T
-        torch.mul(_heads(dtt, H), c2, out=_heads(dyt, H))
-        need = ctx.needs_input_grad
-        dc0 = _head_dot(dzt, vt, H) if need[5] else None
-        dc1 = _head_dot(dtt, vt, H) if need[6] else None
-        dc2 = _head_dot(dtt, yt, H) if need[7] else None
-        base = _heads(dtt, H).mul_(c1)  # dT is not read again: c0 dZ + c1 dT is formed in its buffer
-        if c0 is not None:
-            base.addcmul_(_heads(dzt, H), c0)
-        dvt = torch.baddbmm(base.view(BH, d, N), dyt, a)  # (c0 dZ + c1 dT + A^T c2 dT)^T
-        da = torch.bmm(dd.transpose(1, 2), tv)
-        ds = torch._softmax_backward_data(da, a, -1, a.dtype)  # = dbias
-        # scale * (dS K) in one call: beta = 0 ignores the first argument (any tensor of the output's shape)
-        dq = torch.baddbmm(k, ds, k, beta=0.0, alpha=ctx.scale) if need[0] else None
-        dk = torch.baddbmm(q, ds.transpose(1, 2), q, beta=0.0, alpha=ctx.scale) if need[1] else None
-        return dq, dk, (ds if need[2] else None), None, dvt.transpose(1, 2), dc0, dc1, dc2
-
-
-def _core_bias(bias: Tensor | None, B: int, H: int, N: int) -> Tensor | None:
-    # The bias in the fused core's [B H, N, N] (full) or [B H, 1, N] (a key mask) form, or None.
-    if bias is None:
-        return None
-    if bias.shape == (B, H, N, N):
-        return bias.reshape(B * H, N, N)
-    if bias.dim() == 4 and bias.shape[0] == B and bias.shape[1] in (1, H) and bias.shape[2] == 1 \
-            and bias.shape[3] == N and not bias.requires_grad:
-        return bias.expand(B, H, 1, N).reshape(B * H, 1, N)
-    return None
 
 
 class GFSACoefficients(NamedTuple):
@@ -153,13 +60,9 @@ class GFSA(DenseAttentionBase):
     * :math:`\mathbf{H}` is not renormalised (rows sum to :math:`w_0+w_1+w_K`), as in the paper.
     * The graph token, if any, is part of the token graph like any node.
 
-    Execution paths (all compute the same function): for :math:`N \geq` ``sdpa_min_nodes`` (96)
-    without attention dropout or stored weights, two fused
-    :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no :math:`N \times N`
-    tensor); otherwise one fused autograd function from the scores to :math:`\mathbf{H}\mathbf{V}`
-    (in-place softmax, transposed-layout GEMMs, one-matmul :math:`\partial\bar{\mathbf{A}}`,
-    hand-written backward), or plain ops under autocast, under :func:`torch.compile` or with
-    attention dropout in training.
+    For :math:`N \geq` ``sdpa_min_nodes`` (96) without attention dropout or stored weights, the two
+    products run as two :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no
+    :math:`N \times N` tensor; the same function).
 
     For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
     :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
@@ -245,13 +148,9 @@ class GFSA(DenseAttentionBase):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        B, H, N, D = q.shape
+        N = q.size(2)
         c0, c1, c2 = self.polynomial()
         no_drop = not (self.training and self.dropout > 0)
-        core_bias = _core_bias(bias, B, H, N)
-        # The hand-written node is an eager-mode optimisation; compiled, the plain ops trace (and fuse) better.
-        fused = (no_drop and (bias is None or core_bias is not None)
-                 and not torch.is_autocast_enabled(q.device.type) and not torch.compiler.is_compiling())
         if no_drop and not need_weights and N >= self.sdpa_min_nodes:
             # Large N: two fused SDPA passes (Y = A V, then A (c1 V + c2 Y)) never materialise
             # the N x N matrix; cheaper than the explicit path once the flash kernel pays off.
@@ -260,20 +159,11 @@ class GFSA(DenseAttentionBase):
             out = F.scaled_dot_product_attention(q, k, torch.addcmul(v * cc1, y, cc2),
                                                  attn_mask=bias)
             attn = None
-        elif fused:
-            # H V = c0 V + A (c1 V + c2 A V): equal to c1 A V + c2 A(A V), never A^2
-            z, attn = _GFSACore.apply(q.reshape(B * H, N, D), k.reshape(B * H, N, D),
-                                      core_bias, self.scale,
-                                      v.reshape(B * H, N, D),
-                                      c0.to(v.dtype) if self._use_w0 else None,
-                                      c1.to(v.dtype), c2.to(v.dtype))
-            attn = attn.view(B, H, N, N)
-            return z.view(B, H, N, D), (attn if need_weights else None)  # c0 V included
         else:
             attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
             # Dropout before the filter; the same dropped matrix serves both products (as the
             # authors' Graphormer code, which squares the dropped-out matrix).
-            a = dropout(attn, self.dropout, self.training)
+            a = F.dropout(attn, self.dropout, self.training)
             y = torch.matmul(a, v)  # \bar{A} V
             out = torch.matmul(a, torch.addcmul(v * c1.to(v.dtype).view(1, -1, 1, 1), y,
                                                 c2.to(v.dtype).view(1, -1, 1, 1)))

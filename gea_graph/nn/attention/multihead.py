@@ -1,52 +1,35 @@
-r"""Multi-head softmax attention on graph batches, packed or padded (the reference global attention)."""
+r"""Multi-head softmax attention on graph batches (the reference global attention)."""
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Linear, Module
 
-from gea_graph.nn.dropout import dropout
-
 from .dense import key_padding_bias, merge_heads
-from .packed import packed_backend, packed_qkv_attention
 from .plan import AttentionPlan, check_impl
-
-#: Largest graph (nodes) of a batch whose CPU attention dropout ``"auto"`` runs on grouped blocks instead of packed
-#: rows (``scripts/attention_dropout_crossover.py``: grouped takes 0.66x the time of packed on graphs of 19-38
-#: nodes, 0.97x at 48-96, 1.05x at 64-128).
-GROUPED_DROPOUT_MAX_NODES = 96
 
 
 class DenseAttentionBase(Module):
     r"""Shared plumbing of the global attentions with a score matrix: a fused ``q, k, v`` projection,
     an output projection, the padding mask, the ``store_attention`` switch and the two calling forms
     (dense ``(x, mask, attn_bias)`` and packed ``(x, plan)``, see :meth:`forward`). Subclasses
-    implement :meth:`attend` (and, when :attr:`packable`, :meth:`attend_packed`).
+    implement :meth:`attend`.
 
-    :obj:`impl` (``"auto"``, ``"packed"``, ``"grouped"``, ``"dense"``; :attr:`impl` may be changed
-    at any time) chooses how a packed call runs: ``"packed"`` (softmax without a bias only) on the
-    packed rows with :func:`~gea_graph.nn.attention.packed.packed_attention`; ``"grouped"`` on the
-    plan's blocks of graphs of similar size; ``"dense"`` on one block of the whole padded batch.
-    ``"auto"``: on CPU packed where possible, else grouped; on a GPU dense, except half-precision softmax
-    attention (packed, see :meth:`resolve_impl`). All compute the same function.
+    :obj:`impl` (``"auto"``, ``"grouped"``, ``"dense"``; :attr:`impl` may be changed at any time) chooses how a
+    packed call runs: ``"grouped"`` on the plan's blocks of graphs of similar size, ``"dense"`` on one block of the
+    whole padded batch (the reference), ``"auto"``: grouped on CPU, dense elsewhere (:meth:`resolve_impl`). Both
+    compute the same function.
     """
-
-    #: Whether :meth:`attend_packed` exists (softmax attention without a bias).
-    packable: ClassVar[bool] = False
 
     def __init__(self, channels: int, heads: int, dropout: float = 0.0, bias: bool = True,
                  impl: str = "auto") -> None:
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"'channels' ({channels}) must be divisible by 'heads' ({heads})")
-        if check_impl(impl) == "packed" and not self.packable:
-            raise ValueError(f"attn_impl 'packed' is softmax attention on packed rows; "
-                             f"{type(self).__name__} needs the N x N matrix: use 'grouped' or 'auto'")
-        self.impl = impl
+        self.impl = check_impl(impl)
         self.channels = channels
         self.heads = heads
         self.head_dim = channels // heads
@@ -103,50 +86,16 @@ class DenseAttentionBase(Module):
         ``(out [B, H, N, D], weights [B, H, N, N] if need_weights else None)``."""
         raise NotImplementedError
 
-    def attend_packed(self, qkv: Tensor, plan: AttentionPlan) -> Tensor:
-        r"""The attention core on packed rows: ``qkv [sum N_i, 3, H, D] -> [sum N_i, H, D]`` (only when
-        :attr:`packable`)."""
-        raise NotImplementedError
-
-    def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False,
-                     dtype: torch.dtype | None = None) -> str:
-        r"""The implementation a packed call with ``plan`` runs on ``q, k, v`` of ``dtype`` (default: the default
-        dtype): :attr:`impl`, with ``"auto"`` resolved; ``"dense"`` whenever the weights are asked for (their
-        :math:`[B, H, N, N]` layout).
-
-        ``"auto"`` on CPU: ``"packed"`` when :attr:`packable` and the plan has no bias, else ``"grouped"``; except
-        that attention dropout in training, eager, in a batch whose largest graph has at most
-        :data:`GROUPED_DROPOUT_MAX_NODES` nodes runs ``"grouped"``: the packed kernel then runs explicit math once
-        per graph size, and on small graphs a few blocks with SDPA's own dropout cost less (``docs/performance.md``,
-        "Attention dropout on CPU").
-
-        ``"auto"`` on a GPU: ``"packed"`` only where the packed kernel is ``varlen`` (softmax without a bias, half
-        precision, no attention dropout in training, the node counts on the host or an eager call); else
-        ``"dense"``. A GPU pays per kernel launch rather than per padded entry: on an H200 the padded path took
-        0.31x the time of the nested-jagged (float32) kernel and 0.33x that of the grouped blocks on a
-        Peptides-func batch of 128 (``docs/performance.md``, "CUDA: NVIDIA H200"), while ``varlen`` (bfloat16) took
-        0.78x the padded path's."""
+    def resolve_impl(self, plan: AttentionPlan, need_weights: bool = False) -> str:
+        r"""The layout a packed call with ``plan`` runs on: :attr:`impl`, with ``"auto"`` resolved to
+        ``"grouped"`` on CPU (which pays for every padded entry) and ``"dense"`` elsewhere (a GPU pays per kernel
+        launch, not per padded entry); ``"dense"`` whenever the weights are asked for (their :math:`[B, H, N, N]`
+        layout)."""
         if need_weights:
             return "dense"
-        impl = self.impl
-        if impl == "auto":
-            softmax = self.packable and not plan.has_bias
-            dropout_on = self.training and self.dropout > 0.0
-            if not plan.blocks_by_default:  # a GPU
-                varlen = packed_backend(plan.ptr.device.type, dtype or torch.get_default_dtype(),
-                                        self.dropout if dropout_on else 0.0) == "varlen"
-                # varlen needs the smallest graph's size: a host value, not traceable without the counts
-                sizes = plan.knows_node_counts or not torch.compiler.is_compiling()
-                return "packed" if softmax and varlen and sizes else "dense"
-            if not softmax:
-                return "grouped"
-            small_graph_dropout = (dropout_on and not torch.compiler.is_compiling()
-                                   and plan.max_num_nodes <= GROUPED_DROPOUT_MAX_NODES)
-            return "grouped" if small_graph_dropout else "packed"
-        if impl == "packed" and plan.has_bias:
-            raise ValueError(f"{type(self).__name__}: attn_impl 'packed' takes no attention bias; "
-                             "use 'grouped', 'dense' or 'auto' with a bias")
-        return impl
+        if self.impl == "auto":
+            return "grouped" if plan.blocks_by_default else "dense"
+        return self.impl
 
     def forward(self, x: Tensor, mask: Tensor | AttentionPlan, attn_bias: Tensor | None = None,
                 return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor | None]:
@@ -196,21 +145,15 @@ class DenseAttentionBase(Module):
         H, D = self.heads, self.head_dim
         need = return_attention or self.store_attention
         qkv = self.qkv(x).view(N, 3, H, D)
-        impl = self.resolve_impl(plan, need, qkv.dtype)
-        attn = None
-        if impl == "packed":
-            out = self.attend_packed(qkv, plan)
-        else:
-            layout = plan.layout(impl == "grouped")
-            outs = []
-            for blk, dense, bias in zip(layout.blocks, layout.gather(qkv),
-                                        plan.block_bias(layout, qkv.dtype)):
-                q, k, v = dense.permute(2, 0, 3, 1, 4).unbind(0)  # [g, H, L, D] each
-                o, weights = self.attend(q, k, v, bias, need)
-                outs.append(o.transpose(1, 2))  # [g, L, H, D]
-                if weights is not None:
-                    attn = weights.masked_fill(~blk.mask[:, None, :, None], 0.0)
-            out = layout.scatter(outs) if outs else qkv.new_zeros(N, H, D)
+        layout = plan.layout(self.resolve_impl(plan, need) == "grouped")
+        attn, outs = None, []
+        for blk, dense, bias in zip(layout.blocks, layout.gather(qkv), plan.block_bias(layout, qkv.dtype)):
+            q, k, v = dense.permute(2, 0, 3, 1, 4).unbind(0)  # [g, H, L, D] each
+            o, weights = self.attend(q, k, v, bias, need)
+            outs.append(o.transpose(1, 2))  # [g, L, H, D]
+            if weights is not None:
+                attn = weights.masked_fill(~blk.mask[:, None, :, None], 0.0)
+        out = layout.scatter(outs) if outs else qkv.new_zeros(N, H, D)
         out = self.out(out.reshape(N, H * D))
         if need:
             if self.store_attention and attn is not None:
@@ -240,12 +183,9 @@ class MultiheadAttention(DenseAttentionBase):
     where :math:`\mathbf{B}^{(h)}` is the optional :obj:`attn_bias` and :math:`\mathbf{M}` masks
     padded keys. Attention dropout is applied to :math:`\mathbf{A}`.
 
-    Called packed, ``attn(x [sum N_i, C], plan)`` (see :meth:`DenseAttentionBase.forward`), it
-    attends on the packed rows without any padding when there is no bias
-    (:func:`~gea_graph.nn.attention.packed.packed_attention`: per-graph flash-attention kernels on
-    CPU, nested-jagged / varlen kernels on CUDA, no mask at all), else per block of graphs of similar
-    size. Called dense, it runs :func:`torch.nn.functional.scaled_dot_product_attention` with the
-    padding mask.
+    It runs :func:`torch.nn.functional.scaled_dot_product_attention` with the padding mask, on the padded batch
+    (dense form) or, called packed, ``attn(x [sum N_i, C], plan)``, on the plan's blocks (see
+    :meth:`DenseAttentionBase.forward`).
 
     Attention maps: call ``forward(..., return_attention=True)`` to get ``(out, attn)`` with
     ``attn`` of shape :math:`[B, H, N, N]`, or set ``module.store_attention = True`` and read
@@ -257,8 +197,8 @@ class MultiheadAttention(DenseAttentionBase):
         heads (int): Number of heads :math:`H` (must divide :obj:`channels`).
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
-        impl (str, optional): How a packed call runs: ``"auto"``, ``"packed"``, ``"grouped"`` or
-            ``"dense"`` (see :class:`DenseAttentionBase`). (default: :obj:`"auto"`)
+        impl (str, optional): How a packed call runs: ``"auto"``, ``"grouped"`` or ``"dense"`` (see
+            :class:`DenseAttentionBase`). (default: :obj:`"auto"`)
 
     Shapes:
         - **input:** node features :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
@@ -267,21 +207,10 @@ class MultiheadAttention(DenseAttentionBase):
           graph's output does not depend on its padding or its batch-mates.
     """
 
-    packable = True
-
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         p = self.dropout if self.training else 0.0
         if not need_weights:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
         attn = self._softmax_weights(q, k, bias)
-        return torch.matmul(dropout(attn, p, self.training), v), attn
-
-    def attend_packed(self, qkv: Tensor, plan: AttentionPlan) -> Tensor:
-        p = self.dropout if self.training else 0.0
-        if qkv.device.type == "cpu":  # the CPU kernel reads ptr itself (and skips empty graphs)
-            return packed_qkv_attention(qkv, plan.ptr, dropout_p=p, scale=self.scale)
-        # The CUDA kernels need the smallest and largest graph sizes and refuse empty graphs: the plan's non-empty
-        # graphs, sized from its host-side node counts (read once per batch, shared by the layers, if not given)
-        ptr, smallest, largest = plan.jagged()
-        return packed_qkv_attention(qkv, ptr, largest, dropout_p=p, scale=self.scale, min_num_nodes=smallest)
+        return torch.matmul(F.dropout(attn, p, self.training), v), attn

@@ -2,12 +2,9 @@ r"""How the global attentions of a model lay out one batch: planned once per bat
 
 Attention never crosses graphs, so a batch needs :math:`\sum_i N_i^2` work, not the padded :math:`B N_{\max}^2`
 (5x more on Peptides-func). An :class:`AttentionPlan` holds what a layer needs to attend on PyG's packed rows
-``x [sum N_i, C]``:
+``x [sum N_i, C]`` (graph ``i`` owns rows ``ptr[i]:ptr[i+1]``):
 
-* ``ptr`` (graph ``i`` owns rows ``ptr[i]:ptr[i+1]``), for the packed softmax attention
-  (:func:`~gea_graph.nn.attention.packed.packed_attention`, impl ``"packed"``);
-* :class:`BlockLayout`\ s, for the attentions that need the :math:`N \times N` matrix or a dense bias (GFSA,
-  p-Laplacian, Graphormer's biased softmax) and AGF's dense core: the graphs are cut into :class:`DenseBlock`\ s of
+* :class:`BlockLayout`\ s, shared by every global attention: the graphs are cut into :class:`DenseBlock`\ s of
   graphs of similar size, each padded only to its own largest graph (impl ``"grouped"``: a block closes before its
   padded work :math:`g L^2` would pass ``max_waste`` times the :math:`\sum n^2` of its graphs), or into one block of
   the whole padded batch (impl ``"dense"``, the reference, equal to :func:`~torch_geometric.utils.to_dense_batch`);
@@ -35,7 +32,7 @@ from torch import Tensor
 from .dense import check_sorted
 
 #: The implementations of a global attention (``model.attn_impl`` in a recipe).
-ATTN_IMPLS = ("auto", "packed", "grouped", "dense")
+ATTN_IMPLS = ("auto", "grouped", "dense")
 
 #: Largest padded work of a block of the grouped layout, relative to the :math:`\sum n^2` of its graphs.
 MAX_WASTE = 1.2
@@ -152,7 +149,6 @@ class AttentionPlan:
         self._batch = batch
         self.max_waste = float(max_waste)
         self._layouts: dict[bool, BlockLayout] = {}
-        self._jagged: tuple[Tensor, int, int] | None = None
         self._bias: BiasSource | None = None
         self._biases: dict[tuple[bool, torch.dtype], list[Tensor | None]] = {}
 
@@ -199,33 +195,9 @@ class AttentionPlan:
 
     @property
     def blocks_by_default(self) -> bool:
-        r"""Whether ``impl="auto"`` runs the attentions that need dense blocks on the grouped layout (on CPU, which
-        pays for every padded entry) rather than on the one padded block (on a GPU, which pays per kernel launch:
-        on an H200 the grouped blocks took 3.0x the padded path's time, ``docs/performance.md``, "CUDA: NVIDIA
-        H200")."""
+        r"""Whether ``impl="auto"`` runs on the grouped layout (on CPU, which pays for every padded entry) rather than
+        on the one padded block (on a GPU, which pays per kernel launch rather than per padded entry)."""
         return self.ptr.device.type == "cpu"
-
-    @property
-    def knows_node_counts(self) -> bool:
-        r"""Whether the node counts are on the host already (given, or read once): then no size costs a sync."""
-        return self._counts is not None
-
-    def jagged(self) -> tuple[Tensor, int, int]:
-        r"""``(ptr, smallest, largest)`` of the batch's non-empty graphs, for the CUDA kernels of the packed
-        attention, which need both sizes and refuse a graph of no nodes: ``ptr`` itself when no graph is empty, else
-        the ``ptr`` of the non-empty ones (the same rows; copied to the device once per batch). From the node
-        counts (read from ``ptr`` once, a host sync, when not given)."""
-        if self._jagged is None:
-            counts = self.node_counts
-            nonempty = counts[counts > 0]
-            if nonempty.size == counts.size:
-                ptr = self.ptr
-            else:
-                ptr = torch.as_tensor(np.concatenate([[0], np.cumsum(nonempty)]), dtype=self.ptr.dtype)
-                ptr = ptr.to(self.ptr.device, non_blocking=True)
-            sizes = (int(nonempty.min()), int(nonempty.max())) if nonempty.size else (0, 0)
-            self._jagged = (ptr, *sizes)
-        return self._jagged
 
     @property
     def node_counts(self) -> np.ndarray:
@@ -244,12 +216,10 @@ class AttentionPlan:
         return self._batch
 
     def work(self, impl: str) -> int:
-        r"""Attention-matrix entries per head that ``impl`` computes for this batch: :math:`\sum n^2` packed,
-        :math:`\sum g L^2` over the blocks grouped, :math:`B N_{\max}^2` dense."""
-        if impl == "packed":
-            return int((self.node_counts.astype(np.int64) ** 2).sum())
+        r"""Attention-matrix entries per head that ``impl`` computes for this batch: :math:`\sum g L^2` over the
+        blocks grouped, :math:`B N_{\max}^2` dense."""
         if impl not in ("grouped", "dense"):
-            raise ValueError(f"AttentionPlan.work: impl {impl!r} is not one of packed, grouped, dense")
+            raise ValueError(f"AttentionPlan.work: impl {impl!r} is not one of grouped, dense")
         return self.layout(impl == "grouped").work
 
     @property

@@ -7,8 +7,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gea_graph.nn.dropout import dropout
-
 from .multihead import DenseAttentionBase
 
 
@@ -21,7 +19,7 @@ def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> list[float]:
 
 def _fast_pow(x: Tensor, e: float) -> Tensor:
     # x ** e for x > 0; quarter/half powers (the default p = 1.5 / 2.5 give e = -/+0.25) through
-    # sqrt/rsqrt, several times faster than a generic pow on CPU.
+    # sqrt/rsqrt, which are cheaper than a generic pow.
     if e == 0.25:
         return x.sqrt().sqrt()
     if e == -0.25:
@@ -35,33 +33,6 @@ def _fast_pow(x: Tensor, e: float) -> Tensor:
     if e == -1.0:
         return x.reciprocal()
     return x.pow(e)
-
-
-class _DistanceWeighted(torch.autograd.Function):
-    r""":math:`\mathbf{W} = \bar{\mathbf{A}} \odot \max(\mathbf{D}, \epsilon)^{e}` for the squared distances
-    :math:`\mathbf{D}` with a hand-written backward: :math:`G_{\bar{A}} = G \odot \mathbf{P}` and
-    :math:`G_{\mathbf{D}} = e\, G \odot \mathbf{W} / \max(\mathbf{D}, \epsilon)` where :math:`\mathbf{D} \ge
-    \epsilon` (else 0, as ``clamp_min``'s gradient), in five passes over the :math:`N \times N` blocks where the
-    autograd graph of ``clamp_min``, the root and the product takes about nine."""
-
-    @staticmethod
-    def forward(ctx, a: Tensor, d2: Tensor, exponent: float, eps: float) -> Tensor:
-        clamped = d2.clamp_min(eps)
-        p = _fast_pow(clamped, exponent)
-        w = a * p
-        ctx.save_for_backward(p, w, clamped, d2 < eps)
-        ctx.exponent = exponent
-        return w
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        p, w, clamped, below = ctx.saved_tensors
-        grad_a = grad * p if ctx.needs_input_grad[0] else None
-        grad_d2 = None
-        if ctx.needs_input_grad[1]:
-            grad_d2 = torch.mul(grad, w).div_(clamped).mul_(ctx.exponent).masked_fill_(below, 0.0)
-        return grad_a, grad_d2, None, None
 
 
 class PLaplacianAttention(DenseAttentionBase):
@@ -193,9 +164,9 @@ class PLaplacianAttention(DenseAttentionBase):
                 p = self.dropout if self.training else 0.0
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p), None
             attn = self._softmax_weights(q, k, bias)
-            return torch.matmul(dropout(attn, self.dropout, self.training), v), attn
+            return torch.matmul(F.dropout(attn, self.dropout, self.training), v), attn
         attn = self._softmax_weights(q, k, bias)
-        a = dropout(attn, self.dropout, self.training)
+        a = F.dropout(attn, self.dropout, self.training)
         outs = []
         for start, stop, e in self._groups:  # runs of heads sharing one exponent
             a_g, v_g = a[:, start:stop], v[:, start:stop]
@@ -203,15 +174,10 @@ class PLaplacianAttention(DenseAttentionBase):
                 outs.append(torch.matmul(a_g, v_g))  # p = 2: P == 1, plain softmax head
                 continue
             d2 = self.squared_distances(v_g)
-            if a_g.dtype == d2.dtype and not torch.compiler.is_compiling():  # one node, hand-written backward
-                w = _DistanceWeighted.apply(a_g, d2, e, self.eps)
-            else:  # mixed precision, or compiled (the compiler fuses the plain ops itself)
-                w = a_g * self.distance_power(d2, e)
+            w = a_g * self.distance_power(d2, e)
             if self.renormalize:
                 w = w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
-            # (W V)^T = V^T W^T: the transposed layout is faster for small batched GEMMs on CPU
-            outs.append(torch.matmul(v_g.transpose(-1, -2), w.to(v.dtype).transpose(-1, -2))
-                        .transpose(-1, -2))
+            outs.append(torch.matmul(w.to(v.dtype), v_g))
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
         return out, (attn if need_weights else None)
 
