@@ -1,10 +1,12 @@
 """A tampered or corrupted checkpoint is refused in one line naming the file and the field, by every command that
-reads one, before anything is built (issue 49, R2, R3 and R7): recorded sizes that its weights do not have, flipped
-bytes in a weight tensor, a PE spec that is not a string or not the one its model reads, an unsafe pickle (never
-with torch's advice to load it unsafely). A valid checkpoint still loads and predicts."""
+reads one (``train --resume`` included), before anything is built or written (issue 49, R2, R3 and R7): recorded
+sizes that its weights do not have, flipped bytes in a weight tensor, a PE spec that is not a string or not the one
+its model reads, an unsafe pickle (never with torch's advice to load it unsafely). A valid checkpoint still loads
+and predicts, and an intact run still resumes."""
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import struct
@@ -14,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 import gea_graph
 from gea_graph.cli import main
 from gea_graph.train import CheckpointError
 from gea_graph.train.checkpoint import DIGEST_KEY, RECORD_KEY, UncheckedWeightsWarning, weights_digest
+from gea_graph.train.run import PAUSED_EXIT_CODE
 
 from .conftest import ZINC_RUN, save_untrained
 
@@ -188,3 +192,49 @@ def test_an_unsafe_checkpoint_is_refused_without_recommending_an_unsafe_load(zin
     assert "a safe, weights-only load refuses" in message and "exec)" in message
     refused_by_every_command(tmp_path / "evil.ckpt", tmp_path, capsys, "refuses")
     assert not (tmp_path / "marker").exists()
+
+
+#: A tiny recipe on PyG's FakeDataset (no download, seconds per epoch).
+FAKE = {
+    "data": {"cls": "torch_geometric.datasets.FakeDataset",
+             "options": {"num_graphs": 40, "avg_num_nodes": 6, "num_channels": 4, "edge_dim": 2, "num_classes": 3}},
+    "model": {"family": "geaet", "task": "graph_classification", "out_channels": 3, "hidden": 8, "layers": 1,
+              "node_encoder": "linear", "node_in": 4, "edge_encoder": "linear", "edge_in": 2},
+    "optim": {"lr": 0.01, "schedule": "cosine"},
+    "trainer": {"max_epochs": 2, "batch_size": 8, "seeds": [0], "log_every_n_steps": 1, "max_time": None},
+}
+
+
+def run_files(out: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+def test_resume_refuses_a_corrupted_or_tampered_checkpoint_and_resumes_an_intact_one(tmp_path, capsys):
+    """R2 and R3 for ``train --resume``: refused in one line, nothing in the run directory written; training writes
+    the digest (through Lightning's checkpoint IO), and the intact checkpoint resumes to the end."""
+    recipe = tmp_path / "fake.yaml"
+    recipe.write_text(yaml.safe_dump(FAKE))
+    out = tmp_path / "run"
+    argv = ["train", str(recipe), "--out", str(out), "--no-progress", "--accelerator", "cpu"]
+    assert main([*argv, "--stop-after", "0"]) == PAUSED_EXIT_CODE, capsys.readouterr().err  # cut after epoch 1
+    capsys.readouterr()
+    last = out / "checkpoints" / "last.ckpt"
+    ckpt = torch.load(last, weights_only=True)
+    assert ckpt[RECORD_KEY][DIGEST_KEY] == weights_digest(ckpt["state_dict"])  # stamped when Lightning saved it
+    intact = tmp_path / "intact.ckpt"
+    shutil.copyfile(last, intact)
+    flipped = tmp_path / "flipped.ckpt"
+    shutil.copyfile(last, flipped)
+    flip_weight_bytes(flipped)
+    for bad, expected in [(flipped, "is corrupted: its weights do not match the digest recorded when it was written"),
+                          (with_recipe(intact, tmp_path / "huge.ckpt", hidden=65536, layers=1000),
+                           "model.hidden: 65536 -> 8")]:
+        shutil.copyfile(bad, last)
+        before = run_files(out)
+        assert main([*argv, "--resume"]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 1 and expected in err[0] and str(out) in err[0], err
+        assert run_files(out) == before  # nothing written
+    shutil.copyfile(intact, last)
+    assert main([*argv, "--resume"]) == 0, capsys.readouterr().err
+    assert json.loads((out / "result.json").read_text())["epochs"] == 2
