@@ -327,19 +327,34 @@ def _recorded_sizes(recipe: Recipe) -> dict[str, int]:
     return out
 
 
+def _layer_stack(recipe: Recipe) -> str | None:
+    # The name of the module list that holds one entry per model.layers (``layers``, ``convs``, ...): the keys a
+    # second layer adds, on the meta device.
+    keys = []
+    for count in (1, 2):
+        with torch.device("meta"):
+            keys.append(set(build_model(replace(recipe.model, layers=count)).state_dict()))
+    found = {m.group(1) for m in map(re.compile(r"^(.*?)\.1\.").match, keys[1] - keys[0]) if m}
+    return found.pop() if len(found) == 1 else None
+
+
 def _check_sizes(recipe: Recipe, state: Any, path: str) -> None:
     # The layer count first (building thousands of layers takes long even on the meta device), then every shape
     # from the model built on the meta device: nothing the recipe claims is allocated before it matches the file.
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path!r} holds no state_dict; it is not a gea-graph training checkpoint")
-    pattern = re.compile(rf"^{re.escape(MODEL_PREFIX)}layers\.(\d+)\.")
-    found = {int(m.group(1)) for m in map(pattern.match, state) if m}
-    if len(found) != recipe.model.layers:
-        raise CheckpointError(f"checkpoint {path!r}: its recorded model.layers={recipe.model.layers} does not match "
-                              f"its weights, which hold {len(found)} layers")
     try:
+        stack = _layer_stack(recipe)
+        if stack is not None:
+            pattern = re.compile(rf"^{re.escape(MODEL_PREFIX + stack)}\.(\d+)\.")
+            found = {int(m.group(1)) for m in map(pattern.match, state) if m}
+            if len(found) != recipe.model.layers:
+                raise CheckpointError(f"checkpoint {path!r}: its recorded model.layers={recipe.model.layers} does "
+                                      f"not match its weights, which hold {len(found)} layers")
         with torch.device("meta"):
             expected = build_model(recipe.model).state_dict()
+    except CheckpointError:
+        raise
     except Exception as err:  # noqa: BLE001 -- a recipe from a file may make any constructor fail
         raise CheckpointError(f"checkpoint {path!r}: its recipe builds no model ({type(err).__name__}: "
                               f"{str(err).splitlines()[0] if str(err) else ''})") from None
