@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from gea_graph.cli import main
@@ -34,12 +33,14 @@ def files(tmp_path_factory) -> dict[str, str]:
     raw.mkdir(parents=True)
     (raw / "smiles_score.csv").write_text("SMILES,score\nCCO,1\n")
     from gea_graph.train import GraphTask, load_recipe
+    from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 
-    task = GraphTask(load_recipe("gin-tree-r2", ["model.hidden=8", "model.layers=1"]).to_dict())
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "tree.ckpt")
-    task = GraphTask(load_recipe("geaet-zinc-quick", ["data.pe=null", "model.pe=null", "model.hidden=8",
-                                                      "model.layers=1"]).to_dict())
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, tmp / "zinc.ckpt")
+    for name, recipe in [("tree", load_recipe("gin-tree-r2", ["model.hidden=8", "model.layers=1"])),
+                         ("zinc", load_recipe("geaet-zinc-quick", ["data.pe=null", "model.pe=null", "model.hidden=8",
+                                                                   "model.layers=1"]))]:
+        task = GraphTask(recipe.to_dict())
+        save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                         RECORD_KEY: checkpoint_record(recipe)}, tmp / f"{name}.ckpt")
     (tmp / "a-file").write_text("x")
     return out
 

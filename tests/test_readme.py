@@ -62,15 +62,14 @@ def quick_checkpoint(tmp_path_factory) -> Path:
     import torch
 
     from gea_graph.train import GraphTask, load_recipe
-    from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
+    from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 
     recipe = load_recipe("geaet-zinc-quick")
     torch.manual_seed(0)
     task = GraphTask(recipe.to_dict())
     path = tmp_path_factory.mktemp("readme") / "runs" / "quick" / "checkpoints" / "best.ckpt"
-    path.parent.mkdir(parents=True)
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
-                RECORD_KEY: checkpoint_record(recipe)}, path)
+    save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                     RECORD_KEY: checkpoint_record(recipe)}, path)
     return path
 
 

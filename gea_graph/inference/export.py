@@ -39,7 +39,7 @@ from torch_geometric.data import Batch, Data
 from gea_graph.inference.model import TrainedModel
 from gea_graph.io import atomic_write
 from gea_graph.models import build_model
-from gea_graph.train.metadata import installed_versions
+from gea_graph.train.checkpoint import installed_versions
 from gea_graph.transforms import parse_pe
 
 #: Version of the metadata record of an exported file.

@@ -17,7 +17,7 @@ from torch_geometric.data.data import BaseData
 from gea_graph.models import build_model, count_parameters
 from gea_graph.models.networks import GraphModel, host_sizes
 from gea_graph.nn.compiling import DynamicCompiled
-from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
+from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record
 from gea_graph.train.metrics import (
     HIGHER_IS_BETTER,
     LinkTargets,
@@ -266,7 +266,7 @@ class GraphTask(L.LightningModule):
     # -- state ----------------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gea_history"] = [dict(r) for r in self.history]
-        checkpoint[RECORD_KEY] = checkpoint_record(self.recipe)  # versions, featuriser, targets (train.metadata)
+        checkpoint[RECORD_KEY] = checkpoint_record(self.recipe)  # versions, featuriser, targets (train.checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = [dict(r) for r in checkpoint.get("gea_history", [])]

@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,7 +31,6 @@ from typing import Any
 import lightning as L
 import torch
 import yaml
-from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -46,11 +44,17 @@ from gea_graph.io import (
     atomic_write,
     clean_stale_temporaries,
     ensure_folder,
-    exclusive_temporary,
     hold_lock,
     write_json,
 )
 from gea_graph.nn import DistributedBatchNorm
+from gea_graph.train.checkpoint import (  # CheckpointError and CheckpointWriteError: re-exported by gea_graph.train
+    AtomicCheckpointIO,
+    CheckpointError,  # noqa: F401
+    CheckpointWriteError,  # noqa: F401
+    check_weights_fit,
+    load_checkpoint,
+)
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap, peak_resident_mib
 from gea_graph.train.module import GraphTask, time_cap
@@ -166,63 +170,12 @@ def _check_checkpoint_fits(path: Path, ckpt: dict[str, Any], module: GraphTask, 
     stored = ckpt.get("hyper_parameters", {}).get("recipe")
     if isinstance(stored, dict):
         _refuse_changes(path.parent.parent, stored, recipe)
-    state = ckpt.get("state_dict")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"checkpoint {str(path)!r} holds no state_dict; delete it to start over")
-    own = module.state_dict()
-    bad = sorted(set(own) ^ set(state)) or [k for k in own if tuple(own[k].shape) != tuple(state[k].shape)]
-    if bad:
-        raise CheckpointError(f"checkpoint {str(path)!r} does not fit the model of this recipe (first mismatch: "
-                              f"{bad[0]}); resume with the recipe it was trained with, or choose another --out")
-
-
-class CheckpointError(RuntimeError):
-    r"""A checkpoint that cannot be read (missing, truncated, corrupt or not a plain-types checkpoint)."""
+    check_weights_fit(path, ckpt.get("state_dict"), module.state_dict(),
+                      how="; resume with the recipe it was trained with, or choose another --out")
 
 
 class NoEpochError(ValueError):
     r"""A run whose time cap ended it before its first epoch: it has no result (and is not complete)."""
-
-
-class CheckpointWriteError(OSError):
-    r"""A checkpoint that could not be written (a full disk, a file-size limit); the one before it is intact."""
-
-
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    r"""Reads a checkpoint with ``torch.load(..., weights_only=True)``; any failure becomes a
-    :class:`CheckpointError` that names the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 -- garbage makes torch's unpickler raise anything (KeyError: 101, ...)
-        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a gea-graph checkpoint "
-                              f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-                              "delete it to start over") from None
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    r"""Writes each checkpoint to a temporary file in the same folder and renames it into place (a kill never leaves
-    a half-written ``last.ckpt``); reads with :func:`load_checkpoint`."""
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike,
-                        storage_options: Any | None = None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with exclusive_temporary(path) as tmp:
-                torch.save(checkpoint, tmp)
-        except (OSError, RuntimeError) as err:  # torch's zip writer reports a full disk as a RuntimeError
-            reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-            free = shutil.disk_usage(path.parent).free
-            raise CheckpointWriteError(
-                f"could not write the checkpoint {path} ({reason}; {free / 2 ** 20:,.0f} MiB free on that disk); "
-                f"the previous checkpoint is intact: free some space, then continue with --resume") from None
-
-    def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
-                        weights_only: bool | None = None) -> dict[str, Any]:
-        return load_checkpoint(path, map_location if map_location is not None else "cpu")
 
 
 class MetricsWriter(Callback):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gea_graph.train import GraphTask, fit, load_recipe
-from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
+from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 
 #: The ZINC run: GEAET (GatedGCN + softmax attention + GEANet) with LapPE-4, one layer of 16 channels, one epoch on
 #: the whole of ZINC (so that its recorded test metric is the whole test split's).
@@ -73,6 +73,5 @@ def save_untrained(recipe: str, overrides: Sequence[str], path: Path, record: bo
     ckpt = {"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}
     if record:
         ckpt[RECORD_KEY] = checkpoint_record(loaded)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(ckpt, path)
+    save_checkpoint(ckpt, path)  # with the digest of its weights, as training writes it
     return path

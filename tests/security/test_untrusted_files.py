@@ -19,6 +19,7 @@ import torch
 from gea_graph.cli import main
 from gea_graph.data.base import CacheError, cache_key, load_cache
 from gea_graph.train import GraphTask, load_recipe
+from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 from gea_graph.train.data import load_datasets
 from gea_graph.train.recipe import DataConfig, RecipeError
 
@@ -68,9 +69,11 @@ def plant_tree(root: Path, payload: type, marker: Path) -> None:
 @pytest.fixture(scope="module")
 def tree_checkpoint(tmp_path_factory) -> Path:
     """An untrained checkpoint of a tiny tree model, in the training checkpoint's format."""
-    task = GraphTask(load_recipe("gin-tree-r2", TINY_TREE).to_dict())
+    recipe = load_recipe("gin-tree-r2", TINY_TREE)
+    task = GraphTask(recipe.to_dict())
     path = tmp_path_factory.mktemp("ckpt") / "tree.ckpt"
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, path)
+    save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                     RECORD_KEY: checkpoint_record(recipe)}, path)
     return path
 
 
@@ -130,9 +133,11 @@ def test_a_checkpoint_does_not_choose_the_data_root(tmp_path, monkeypatch, capsy
     the user's root ($GEA_GRAPH_DATA here) and never looks at the hostile one."""
     hostile, marker = tmp_path / "shipped" / "data", tmp_path / "marker"
     plant_tree(hostile, ExecPayload, marker)
-    task = GraphTask(load_recipe("gin-tree-r2", [*TINY_TREE, "data.root=shipped/data"]).to_dict())
+    recipe = load_recipe("gin-tree-r2", [*TINY_TREE, "data.root=shipped/data"])
+    task = GraphTask(recipe.to_dict())
     ckpt = tmp_path / "shipped" / "model.ckpt"
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, ckpt)
+    save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                     RECORD_KEY: checkpoint_record(recipe)}, ckpt)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GEA_GRAPH_DATA", str(tmp_path / "mine"))
     code = main(["diagnose", str(ckpt), "--dataset", "tree-r2", "--graphs", "8", "--out", str(tmp_path / "d")])

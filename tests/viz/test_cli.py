@@ -16,6 +16,7 @@ from gea_graph.cli import main
 from gea_graph.inference import load_model
 from gea_graph.nn.external_attention import ExternalAttention
 from gea_graph.train import GraphTask, fit, load_recipe
+from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 from gea_graph.viz.pictures import attention_picture
 from gea_graph.viz.scores import reduce_external
 
@@ -47,7 +48,8 @@ def self_only(tmp_path_factory) -> Path:
     recipe = load_recipe("geaet-zinc-quick", [*TINY, "model.gea=false"])
     task = GraphTask(recipe.to_dict())
     path = tmp_path_factory.mktemp("self") / "self.ckpt"
-    torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}, path)
+    save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                     RECORD_KEY: checkpoint_record(recipe)}, path)
     return path
 
 

@@ -34,17 +34,15 @@ BATCH_SIZE = 256
 def zinc_checkpoint(folder: Path):
     r"""The rows' checkpoint, written in the format of a training checkpoint into :obj:`folder` and loaded back."""
     from gea_graph.inference import load_model
-    from gea_graph.io import exclusive_temporary
     from gea_graph.train import GraphTask, load_recipe
-    from gea_graph.train.metadata import RECORD_KEY, checkpoint_record
+    from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record, save_checkpoint
 
     recipe = load_recipe(RECIPE, OVERRIDES)
     torch.manual_seed(0)
     task = GraphTask(recipe.to_dict())
     path = folder / "geaet-zinc-ogb.ckpt"
-    with exclusive_temporary(path) as tmp:
-        torch.save({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
-                    RECORD_KEY: checkpoint_record(recipe)}, tmp)
+    save_checkpoint({"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict(),
+                     RECORD_KEY: checkpoint_record(recipe)}, path)
     return load_model(path)
 
 
