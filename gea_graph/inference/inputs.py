@@ -16,6 +16,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data import Dataset as PyGDataset
 
 from gea_graph.data.featurizer import Featurized, Featurizer, chunk_rows
+from gea_graph.data.featurizers import SizeBounds
 
 
 @dataclass
@@ -53,12 +54,14 @@ class _GraphView:
         return Batch.from_data_list([self.graphs[int(i)] for i in index])
 
 
-def smiles_chunks(smiles: Sequence[Any], featurizer: Featurizer, size: int | None = None) -> Iterator[InputChunk]:
-    r"""Chunks of a list of SMILES, featurised by :obj:`featurizer` chunk by chunk."""
+def smiles_chunks(smiles: Sequence[Any], featurizer: Featurizer, size: int | None = None,
+                  bounds: SizeBounds | None = None) -> Iterator[InputChunk]:
+    r"""Chunks of a list of SMILES, featurised by :obj:`featurizer` chunk by chunk, each within :obj:`bounds`
+    (default :class:`~gea_graph.data.SizeBounds`)."""
     size = size or chunk_rows()
     for start in range(0, len(smiles), size):
         part = list(smiles[start:start + size])
-        yield InputChunk(start, len(part), featurizer.featurize(part), part)
+        yield InputChunk(start, len(part), featurizer.featurize(part, bounds), part)
 
 
 def graph_chunks(graphs: Any, size: int | None = None) -> Iterator[InputChunk]:
