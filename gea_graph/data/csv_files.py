@@ -16,9 +16,10 @@ from typing import IO
 
 from gea_graph.data.download import check_gzip, file_digest
 
-#: The longest CSV record read whole (1 MiB). A SMILES within the default size bounds has at most 10,000 characters;
-#: a longer record is an invalid row (``predict``) or a one-line error (``MoleculeCSV``).
-MAX_RECORD_BYTES = 1 << 20
+#: The longest CSV record read whole (128 KiB, the field limit of Python's csv module). A SMILES within the size
+#: bounds has at most 40,960 characters (10,000 by default); a longer record is an invalid row (``predict``) or a
+#: one-line error (``MoleculeCSV``).
+MAX_RECORD_BYTES = 1 << 17
 _BOM = b"\xef\xbb\xbf"
 
 

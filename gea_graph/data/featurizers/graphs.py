@@ -24,6 +24,12 @@ from gea_graph.transforms import RWPE, LapPE, ShortestPathDistance, apply_many
 BadRow = tuple[int, object, str]
 
 
+def _target_rows(targets: np.ndarray, rows: int) -> np.ndarray:
+    r"""Targets as float32 ``[rows, T]`` (``[0, T]`` for no rows: an empty input is an empty table)."""
+    targets = np.asarray(targets, dtype=np.float32)
+    return targets.reshape(rows, -1) if rows else targets.reshape(0, targets.shape[-1] if targets.ndim > 1 else 1)
+
+
 def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, features: str, bad: list[BadRow],
                 refused: list[tuple[int, str]] | None = None, bounds: SizeBounds | None = None
                 ) -> Iterator[tuple[int, str, MolArrays]]:
@@ -38,7 +44,7 @@ def _featurized(smiles: Sequence[object], rows: Sequence[int] | np.ndarray, feat
         for row in np.asarray(rows, dtype=np.int64).tolist():
             mol, smi, reason = read_smiles(smiles[row], bounds)
             if mol is None:
-                bad.append((row, smiles[row] if reason != "RDKit cannot parse this SMILES" else smi, reason))
+                bad.append((row, smiles[row], reason))
                 continue
             try:
                 yield row, smi, featurizer(mol, smi)
@@ -62,7 +68,7 @@ def molecule_graphs(smiles: Sequence[object], targets: np.ndarray, rows: Sequenc
     ``(row, SMILES, reason)`` of the others (RDKit cannot parse them, whitespace inside, beyond the bounds). A
     molecule outside the vocabulary raises, or is appended to :obj:`refused` as ``(row, reason)`` when that list is
     given. One process; datasets run it on chunks in parallel."""
-    targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
+    targets = _target_rows(targets, len(smiles))
     graphs, kept, bad = [], [], []
     for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad, refused, bounds):
         y = torch.from_numpy(targets[row].copy() if targets.shape[1] == 1 else targets[row:row + 1].copy())
@@ -95,7 +101,7 @@ def molecule_columns(smiles: Sequence[object], targets: np.ndarray, rows: Sequen
     parts = column_transforms(transform)
     if parts is None:
         raise ValueError(f"molecule_columns applies {[t.__name__ for t in COLUMN_TRANSFORMS]} only, not {transform!r}")
-    targets = np.asarray(targets, dtype=np.float32).reshape(len(smiles), -1)
+    targets = _target_rows(targets, len(smiles))
     xs, edges, attrs, texts, kept, bad = [], [], [], [], [], []
     for row, smi, (x, edge_index, edge_attr) in _featurized(smiles, rows, features, bad, refused, bounds):
         xs.append(x)
