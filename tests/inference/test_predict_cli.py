@@ -304,3 +304,25 @@ def test_a_header_only_csv_is_an_empty_table(ckpt, tmp_path, capsys):
     assert main(["predict", str(ckpt), "--csv", str(table), "--smiles-column", "smiles", "--out", str(out)]) == 0
     assert one_line(capsys.readouterr().out).startswith("0 predicted, 0 invalid (wrote ")
     assert out.read_text().splitlines() == ["row,smiles,score,error"]
+
+
+def test_a_graph_beyond_the_bounds_is_an_invalid_input(ckpt, tmp_path):
+    from gea_graph.data import SizeBounds
+    from gea_graph.inference.inputs import graph_chunks
+    from gea_graph.inference.predict import Source, predict_to_files
+
+    trained = gea_graph.load_model(ckpt)
+    small = trained.featurizer.featurize(GOOD[:2])
+    chain = trained.featurizer.featurize(["C" * 1_200], SizeBounds(max_nodes=1_500))
+    graphs = [*small.batch([0]).to_data_list(), *chain.batch([0]).to_data_list(), *small.batch([1]).to_data_list()]
+    out = tmp_path / "p.csv"
+    summary = predict_to_files([trained], Source(graph_chunks(graphs), 3), out, progress=False)
+    assert (summary.predicted, summary.invalid) == (2, 1)
+    rows = read(out)
+    assert [r["smiles"] for r in rows] == [GOOD[0], "", GOOD[1]]
+    assert rows[1]["error"] == "1,200 atoms/nodes, more than the bound of 1,000 (max_nodes)"
+    expected = trained.predict(GOOD[:2]).values[:, 0]
+    np.testing.assert_allclose([float(rows[0]["score"]), float(rows[2]["score"])], expected, rtol=1e-5, atol=1e-6)
+    wider = predict_to_files([trained], Source(graph_chunks(graphs, bounds=SizeBounds(max_nodes=1_500)), 3), out,
+                             progress=False)
+    assert (wider.predicted, wider.invalid) == (3, 0)
