@@ -45,8 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=arg(checks.output_file), metavar="preds.csv", help="the output CSV file")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="graphs per forward pass (default: the recipe's evaluation batch size)")
-    parser.add_argument("--max-nodes", type=positive_int, default=None, metavar="N", help="the largest molecule accepted, in atoms (default 1,000; beyond it a row is invalid)")
-    parser.add_argument("--max-edges", type=positive_int, default=None, metavar="E", help="the largest molecule accepted, in directed edges (default 20,000)")
+    parser.add_argument("--max-nodes", type=positive_int, default=None, metavar="N",
+                        help="the largest input accepted, in atoms/nodes (default 1,000; beyond it a row is invalid)")
+    parser.add_argument("--max-edges", type=positive_int, default=None, metavar="E",
+                        help="the largest input accepted, in directed edges (default 20,000)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the models run (default: auto = cuda when available)")
     parser.add_argument("--embeddings", type=arg(checks.output_file, suffixes=(".npy",)), metavar="FILE.npy",

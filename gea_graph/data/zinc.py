@@ -22,8 +22,9 @@ class ZINC(_MoleculeDataset):
     Features (:obj:`features`):
 
     - ``"bench"`` (default): the Benchmarking-GNNs encoding that every published ZINC number uses (GEAET, GFSA,
-      GraphGPS, GRIT): ``x`` :math:`(N, 1)` long, the atom type in :data:`~gea_graph.data.featurizers.ZINC_ATOM_TYPES` (28 types: element,
-      explicit hydrogens, charge; see :func:`~gea_graph.data.featurizers.zinc_atom_type`), and ``edge_attr`` :math:`(E, 1)` long, the bond type
+      GraphGPS, GRIT): ``x`` :math:`(N, 1)` long, the atom type in
+      :data:`~gea_graph.data.featurizers.ZINC_ATOM_TYPES` (28 types: element, explicit hydrogens, charge; see
+      :func:`~gea_graph.data.featurizers.zinc_atom_type`), and ``edge_attr`` :math:`(E, 1)` long, the bond type
       of the kekulised molecule (1 single, 2 double, 3 triple; 4 types with the unused 0). Embed them with
       ``node_encoder: embedding`` (``node_in: 1``, ``node_vocab: 28``) and ``edge_encoder: embedding``
       (``edge_in: 1``, ``edge_vocab: 4``). An atom outside the vocabulary raises :class:`UnknownAtomTypeError`.

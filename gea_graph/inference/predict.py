@@ -142,8 +142,9 @@ def _non_finite(values: np.ndarray, names: Sequence[str]) -> str | None:
         return None
     k, t = bad[0]
     who = f"model {k}" if values.shape[0] > 1 else "the model"
-    return (f"{who} gave {values[k, t]} for {names[t]!r}{f' ({len(bad) - 1} more non-finite outputs)' if len(bad) > 1 else ''}"
-            f": not a number to report (a corrupted checkpoint or an input far outside the training data)")
+    more = f" ({len(bad) - 1} more non-finite outputs)" if len(bad) > 1 else ""
+    return (f"{who} gave {values[k, t]} for {names[t]!r}{more}: not a number to report (a corrupted checkpoint or "
+            f"an input far outside the training data)")
 
 
 def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | os.PathLike,

@@ -40,7 +40,8 @@ class LapPE(BaseTransform):
     chunk or one molecule at inference).
 
     The GEAET Peptides-struct LapPE (GraphGPS ``laplacian_norm: none``, ``max_freqs: 10``, geaet-notes §2.2) is
-    ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec ``"lap:10:norm=none:trivial=keep:pad=nan"``.
+    ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec
+    ``"lap:10:norm=none:trivial=keep:pad=nan"``.
 
     Adds to each graph (see ``docs/design.md``):
 

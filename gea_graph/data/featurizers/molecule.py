@@ -30,8 +30,9 @@ class SizeBounds:
     (two per bond), and, for SMILES, :attr:`max_chars` characters (:data:`CHARS_PER_NODE` per node), checked before
     RDKit reads the text. Beyond them an input is refused with its reason, so no featurisation or positional
     encoding ever works on a larger graph (LapPE's and RWPE's dense :math:`N \times N` matrices are at most
-    ``max_nodes`` squared; ``max_nodes`` is at most :data:`~gea_graph.transforms.MAX_DENSE_NODES`). Set by the dataset option / recipe key ``data.options.max_nodes`` / ``max_edges`` and
-    ``gea-graph predict --max-nodes`` / ``--max-edges``."""
+    ``max_nodes`` squared; ``max_nodes`` is at most :data:`~gea_graph.transforms.MAX_DENSE_NODES`). Set by the
+    dataset options / recipe keys ``data.options.max_nodes`` / ``max_edges`` and ``gea-graph predict --max-nodes`` /
+    ``--max-edges``."""
 
     max_nodes: int = MAX_NODES
     max_edges: int = MAX_EDGES
