@@ -45,6 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=arg(checks.output_file), metavar="preds.csv", help="the output CSV file")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="graphs per forward pass (default: the recipe's evaluation batch size)")
+    parser.add_argument("--max-nodes", type=positive_int, default=None, metavar="N",
+                        help="the largest input accepted, in atoms/nodes (default 1,000; beyond it a row is invalid)")
+    parser.add_argument("--max-edges", type=positive_int, default=None, metavar="E",
+                        help="the largest input accepted, in directed edges (default 20,000)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the models run (default: auto = cuda when available)")
     parser.add_argument("--embeddings", type=arg(checks.output_file, suffixes=(".npy",)), metavar="FILE.npy",
@@ -107,11 +111,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--ogb-submission needs --dataset pcqm4mv2 --split test-dev (or test-challenge)")
     if args.out is None and args.ogb_submission is None:
         raise ValueError("--out preds.csv is required (the output file)")
+    from gea_graph.data.featurizers import SizeBounds
+    bounds = SizeBounds(**{k: v for k, v in (("max_nodes", args.max_nodes), ("max_edges", args.max_edges)) if v})
     models = load_models(args.checkpoints, args.bench, resolve_device(args.device))
     if args.smiles is not None:
-        source = smiles_source(args.smiles, models)
+        source = smiles_source(args.smiles, models, bounds)
     elif args.csv is not None:
-        source = csv_source(args.csv, args.smiles_column, args.id_column, models)
+        source = csv_source(args.csv, args.smiles_column, args.id_column, models, bounds=bounds)
     else:
         source = dataset_source(args.dataset, args.split, models)
     if args.ogb_submission is not None:  # checked before any work: OGB takes only its own split sizes

@@ -36,21 +36,16 @@ from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, ca
 from gea_graph.data.config import PathLike, data_root, mirror_root
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
 from gea_graph.data.featurizer import Featurizer, FeaturizerError
+from gea_graph.data.featurizers import FEATURE_WIDTHS, InvalidSmilesError, SizeBounds, UnknownAtomTypeError
 from gea_graph.data.loader import GraphLoader
 from gea_graph.data.lrgb import COCOSP, PascalVOCSP, PCQMContact
-from gea_graph.data.molecules import (
-    PCQM4M,
-    ZINC,
-    InvalidSmilesError,
-    MoleculeCSV,
-    PCQM4Mv2,
-    PeptidesFunctional,
-    PeptidesStructural,
-    UnknownAtomTypeError,
-)
+from gea_graph.data.molecule_csv import MoleculeCSV
+from gea_graph.data.pcqm4m import PCQM4M, PCQM4Mv2
+from gea_graph.data.peptides import PeptidesFunctional, PeptidesStructural
 from gea_graph.data.safe_pickle import UnsafePickleError
 from gea_graph.data.store import GraphStore, StoreError, build_store
 from gea_graph.data.tree import TreeNeighbourMatch
+from gea_graph.data.zinc import ZINC
 
 
 @dataclass(frozen=True)
@@ -170,6 +165,7 @@ def availability(name: str, root: PathLike | None = None) -> str:
 __all__ = [
     "COCOSP",
     "DATASETS",
+    "FEATURE_WIDTHS",
     "PCQM4M",
     "ZINC",
     "CacheError",
@@ -188,6 +184,7 @@ __all__ = [
     "PeptidesStructural",
     "RawFile",
     "RawFileError",
+    "SizeBounds",
     "StoreError",
     "TreeNeighbourMatch",
     "UnknownAtomTypeError",

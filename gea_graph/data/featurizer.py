@@ -6,7 +6,7 @@ feature mode (``"ogb"``: OGB's ``smiles2graph`` features; ``"bench"``: the 28 Be
 mode's vocabulary, and the positional-encoding spec (``data.pe``). Training records it in every checkpoint
 (:func:`Featurizer.to_dict`, plain JSON types), and inference rebuilds it (:func:`Featurizer.from_dict`), so new
 molecules are featurised exactly as the training set was, by the very code that built it
-(:func:`gea_graph.data.molecules.featurize_chunk`), and read through a store exactly as training read them
+(:func:`gea_graph.data.featurizers.featurize_chunk`), and read through a store exactly as training read them
 (:meth:`gea_graph.data.GraphStore.from_columns`).
 
 A record names no file and no class to import: where graphs are read from stays the caller's choice.
@@ -20,19 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from ogb.utils.features import allowable_features
 from torch_geometric.data import Dataset
 
 from gea_graph.data.config import PathLike
-from gea_graph.data.molecules import (
-    FEATURES,
-    ZINC,
-    ZINC_ATOM_TYPES,
-    ZINC_BOND_TYPES,
-    _MoleculeDataset,
-    featurize_chunk,
-)
+from gea_graph.data.featurizers import FEATURES, SizeBounds, featurize_chunk
+from gea_graph.data.molecules import _MoleculeDataset
 from gea_graph.data.store import Columns, GraphStore, graphs_to_columns
+from gea_graph.data.zinc import ZINC
 from gea_graph.transforms import parse_pe
 
 #: Version of the record written by :meth:`Featurizer.to_dict`.
@@ -46,11 +40,8 @@ def vocabulary(features: str) -> dict[str, list[Any]]:
     r"""The vocabulary of a feature mode, as JSON types: the 28 atom and 4 bond types of ``"bench"``, OGB's
     ``allowable_features`` lists of ``"ogb"``. A checkpoint records it; a model trained on one vocabulary is never fed
     another (:meth:`Featurizer.from_dict` compares them)."""
-    if features == "bench":
-        return {"atom_types": list(ZINC_ATOM_TYPES), "bond_types": list(ZINC_BOND_TYPES)}
-    if features == "ogb":
-        return {name: [v if isinstance(v, (int, str)) else str(v) for v in values]
-                for name, values in sorted(allowable_features.items())}
+    if features in FEATURES:
+        return FEATURES[features].vocabulary()
     raise ValueError(f"features must be one of {', '.join(map(repr, FEATURES))}, got {features!r}")
 
 
@@ -88,7 +79,7 @@ class Featurizer:
     Args:
         inputs: ``"smiles"`` (graphs made from SMILES) or ``"graphs"`` (graphs that do not come from SMILES).
         dataset: The built-in dataset's name, ``"csv"`` (a user's molecule CSV) or ``"class"`` (a dataset class).
-        features: The feature mode (a key of :data:`gea_graph.data.molecules.FEATURES`) for SMILES inputs.
+        features: The feature mode (a key of :data:`gea_graph.data.featurizers.FEATURES`) for SMILES inputs.
         pe: The positional-encoding spec (:func:`gea_graph.transforms.parse_pe`), or :obj:`None`.
         options: The dataset options that change its graphs (ZINC's ``features``), to rebuild the dataset.
         refuses_smiles: Why SMILES cannot be featurised, for ``inputs="graphs"``.
@@ -178,23 +169,16 @@ class Featurizer:
             raise FeaturizerError(f"this model cannot take SMILES: it was trained on {self.dataset} "
                                   f"({self.refuses_smiles}); give it graphs of that dataset instead")
 
-    def featurize(self, smiles: Sequence[object]) -> Featurized:
+    def featurize(self, smiles: Sequence[object], bounds: SizeBounds | None = None) -> Featurized:
         r"""Graphs of :obj:`smiles` exactly as the dataset build makes them (same featurisation, same PEs, read
-        through a store). Inputs that are not SMILES strings (or are blank), cannot be parsed by RDKit or lie outside
-        the vocabulary get a reason in :attr:`Featurized.errors` instead of a graph."""
+        through a store). Inputs that are not SMILES strings (or are blank), hold whitespace inside, exceed
+        :obj:`bounds` (default :class:`~gea_graph.data.featurizers.SizeBounds`), cannot be parsed by RDKit or lie
+        outside the vocabulary get a reason in :attr:`Featurized.errors` instead of a graph."""
         self.check_smiles()
-        errors: dict[int, str] = {}
-        usable = []
-        for i, smi in enumerate(smiles):
-            if not isinstance(smi, str) or not smi.strip():
-                errors[i] = "no SMILES (an empty cell)"
-            else:
-                usable.append(i)
         refused: list[tuple[int, str]] = []
-        graphs, kept, bad = featurize_chunk(smiles, np.zeros((len(smiles), 1), np.float32), usable, self.features,
-                                            parse_pe(self.pe), refused=refused)
-        for row, _ in bad:
-            errors[row] = "RDKit cannot parse this SMILES"
+        graphs, kept, bad = featurize_chunk(smiles, np.zeros((len(smiles), 1), np.float32), np.arange(len(smiles)),
+                                            self.features, parse_pe(self.pe), refused=refused, bounds=bounds)
+        errors = {row: reason for row, _, reason in bad}
         for row, reason in refused:
             errors[row] = f"outside the model's {self.features!r} vocabulary: {reason}"
         columns = graphs if isinstance(graphs, Columns) else graphs_to_columns(graphs)

@@ -16,6 +16,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data import Dataset as PyGDataset
 
 from gea_graph.data.featurizer import Featurized, Featurizer, chunk_rows
+from gea_graph.data.featurizers import SizeBounds
 
 
 @dataclass
@@ -33,37 +34,47 @@ class InputChunk:
 
 
 class _GraphView:
-    r"""Graphs ``start ..`` of a list of ``Data`` or a PyG dataset, read as batches (a gea-graph dataset's own
+    r"""Graphs :obj:`index` of a list of ``Data`` or a PyG dataset, read as batches (a gea-graph dataset's own
     column-wise :meth:`~gea_graph.data.CachedDataset.batch` where it has one)."""
 
-    def __init__(self, graphs: Any, start: int = 0, count: int | None = None) -> None:
-        self.graphs, self.start, self.count = graphs, start, count
+    def __init__(self, graphs: Any, index: np.ndarray, sizes: np.ndarray | None = None) -> None:
+        self.graphs, self.index, self.sizes = graphs, index, sizes
 
     def num_nodes_per_graph(self) -> np.ndarray | None:
         r"""The node counts of this view's graphs, from a gea-graph dataset's store (:obj:`None` otherwise)."""
-        sizes = getattr(self.graphs, "num_nodes_per_graph", None)
-        if self.count is None or not callable(sizes) or getattr(self.graphs, "store", None) is None:
-            return None  # not a dataset over a store (a list, TreeNeighbourMatch's shared tree)
-        return np.asarray(sizes(), dtype=np.int64)[self.start:self.start + self.count]
+        return None if self.sizes is None else self.sizes[self.index]
 
-    def batch(self, index: Sequence[int] | np.ndarray) -> Batch:
-        index = np.asarray(index, dtype=np.int64) + self.start
+    def batch(self, positions: Sequence[int] | np.ndarray) -> Batch:
+        index = self.index[np.asarray(positions, dtype=np.int64)]
         if callable(getattr(self.graphs, "batch", None)) and not isinstance(self.graphs, list):
             return self.graphs.batch(index)
         return Batch.from_data_list([self.graphs[int(i)] for i in index])
 
 
-def smiles_chunks(smiles: Sequence[Any], featurizer: Featurizer, size: int | None = None) -> Iterator[InputChunk]:
-    r"""Chunks of a list of SMILES, featurised by :obj:`featurizer` chunk by chunk."""
+def smiles_chunks(smiles: Sequence[Any], featurizer: Featurizer, size: int | None = None,
+                  bounds: SizeBounds | None = None) -> Iterator[InputChunk]:
+    r"""Chunks of a list of SMILES, featurised by :obj:`featurizer` chunk by chunk, each within :obj:`bounds`
+    (default :class:`~gea_graph.data.SizeBounds`)."""
     size = size or chunk_rows()
     for start in range(0, len(smiles), size):
         part = list(smiles[start:start + size])
-        yield InputChunk(start, len(part), featurizer.featurize(part), part)
+        yield InputChunk(start, len(part), featurizer.featurize(part, bounds), part)
 
 
-def graph_chunks(graphs: Any, size: int | None = None) -> Iterator[InputChunk]:
+def _store_sizes(graphs: Any) -> np.ndarray | None:
+    r"""The node counts of a gea-graph dataset's graphs, read from its store without building them (:obj:`None` for
+    a list or a dataset without a store, e.g. TreeNeighbourMatch's shared tree)."""
+    sizes = getattr(graphs, "num_nodes_per_graph", None)
+    if isinstance(graphs, list) or not callable(sizes) or getattr(graphs, "store", None) is None:
+        return None
+    return np.asarray(sizes(), dtype=np.int64)
+
+
+def graph_chunks(graphs: Any, size: int | None = None, bounds: SizeBounds | None = None) -> Iterator[InputChunk]:
     r"""Chunks of PyG graphs (a ``Data``, a ``Batch``, a list of ``Data`` or a PyG dataset), taken as they are: they
-    must hold the fields the model was trained on."""
+    must hold the fields the model was trained on. A graph beyond :obj:`bounds` (default
+    :class:`~gea_graph.data.SizeBounds`; nodes and edges of a list's graphs, nodes of a dataset's) is an invalid
+    input with its reason."""
     if isinstance(graphs, Batch):
         graphs = graphs.to_data_list()
     elif isinstance(graphs, Data):
@@ -73,11 +84,24 @@ def graph_chunks(graphs: Any, size: int | None = None) -> Iterator[InputChunk]:
                         f"split=..., got {type(graphs).__name__}")
     if isinstance(graphs, tuple):
         graphs = list(graphs)
+    bounds = bounds or SizeBounds()
+    sizes = _store_sizes(graphs)
     total = len(graphs)
     size = size or chunk_rows()
     for start in range(0, total, size):
         count = min(size, total - start)
-        yield InputChunk(start, count, Featurized(_GraphView(graphs, start, count), np.arange(count), {}), None)
+        errors = {}
+        for i in range(count):
+            if sizes is not None:
+                reason = bounds.graph_reason(int(sizes[start + i]), 0)
+            elif isinstance(graphs, list):
+                reason = bounds.graph_reason(int(graphs[start + i].num_nodes or 0), int(graphs[start + i].num_edges))
+            else:
+                reason = None
+            if reason is not None:
+                errors[i] = reason
+        valid = np.array([i for i in range(count) if i not in errors], dtype=np.int64)
+        yield InputChunk(start, count, Featurized(_GraphView(graphs, start + valid, sizes), valid, errors), None)
 
 
 def is_smiles_list(inputs: Any) -> bool:

@@ -8,10 +8,13 @@ Output (``preds.csv``), one row per input, row ``i`` for input ``i``::
 * targets are named as in training (the training CSV's target columns, or the dataset card's names); for several
   checkpoints they hold the ensemble's mean, ``<target>_std`` the standard deviation over the models (``ddof=0``)
   and, with ``individual``, ``<target>_model<k>`` model ``k``'s value (``k``: the checkpoint's position, from 0);
-* an input that cannot be featurised keeps its row with empty predictions and its reason in ``error``.
+* an input that cannot be featurised (no SMILES, whitespace inside it, beyond the size bounds
+  :class:`~gea_graph.data.SizeBounds`, not parsed by RDKit, outside the vocabulary), or whose prediction is not a
+  finite number, keeps its row with empty predictions and its reason in ``error``.
 
 Memory stays bounded: the input is read, featurised, predicted and written :func:`~gea_graph.data.featurizer.chunk_rows`
-rows at a time (a CSV through pandas' chunked reader), so a million SMILES never hold a million graphs at once. The
+rows at a time (a CSV through :func:`gea_graph.data.csv_files.read_chunks`, which never holds a record longer than
+:data:`~gea_graph.data.csv_files.MAX_RECORD_BYTES`), so a million SMILES never hold a million graphs at once. The
 files are written to exclusively created temporaries and renamed into place when complete
 (:func:`gea_graph.io.exclusive_temporary`): a killed run leaves no half-written output.
 """
@@ -32,7 +35,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from gea_graph.data.csv_files import read_chunks, read_header
 from gea_graph.data.featurizer import chunk_rows
+from gea_graph.data.featurizers import SizeBounds
 from gea_graph.inference.inputs import InputChunk, graph_chunks, smiles_chunks
 from gea_graph.inference.model import TrainedModel, common_featurizer, read_smiles
 from gea_graph.io import atomic_write, ensure_folder, move_into
@@ -51,11 +56,11 @@ class Source:
     id_name: str = "row"
 
 
-def smiles_source(smiles: Sequence[str], models: Sequence[TrainedModel]) -> Source:
-    r"""SMILES given on the command line or in Python."""
+def smiles_source(smiles: Sequence[str], models: Sequence[TrainedModel], bounds: SizeBounds | None = None) -> Source:
+    r"""SMILES given on the command line or in Python, each within :obj:`bounds`."""
     featurizer = common_featurizer(models)
     featurizer.check_smiles()
-    return Source(smiles_chunks(list(smiles), featurizer), len(smiles))
+    return Source(smiles_chunks(list(smiles), featurizer, bounds=bounds), len(smiles))
 
 
 def _count_rows(path: str) -> int | None:
@@ -72,19 +77,15 @@ def _count_rows(path: str) -> int | None:
 
 
 def csv_source(path: str, smiles_column: str, id_column: str | None, models: Sequence[TrainedModel],
-               size: int | None = None) -> Source:
+               size: int | None = None, bounds: SizeBounds | None = None) -> Source:
     r"""A CSV file read :obj:`size` rows at a time (columns :obj:`smiles_column` and :obj:`id_column` only, as text:
-    ids are written back exactly as read, an empty cell is an invalid row)."""
-    import pandas as pd
-
+    ids are written back exactly as read, an empty cell is an invalid row), each SMILES within :obj:`bounds`. A
+    record too long to read whole is an invalid row with its reason; a header-only file gives no rows."""
     featurizer = common_featurizer(models)
     featurizer.check_smiles()
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--csv: no file at {path}")
-    try:
-        header = list(pd.read_csv(path, nrows=0).columns)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
-        raise ValueError(f"--csv {path} is not a readable CSV file ({str(err).strip().splitlines()[0]})") from None
+    header = read_header(path)
     for option, column in (("--smiles-column", smiles_column), ("--id-column", id_column)):
         if column is not None and column not in header:
             raise ValueError(f"{option} {column!r}: {path} has no such column; its columns are {header}")
@@ -93,12 +94,13 @@ def csv_source(path: str, smiles_column: str, id_column: str | None, models: Seq
 
     def chunks() -> Iterator[InputChunk]:
         start = 0
-        reader = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, na_filter=False,
-                             chunksize=size)
-        for table in reader:
-            smiles = table[smiles_column].tolist()
-            ids = table[id_column].tolist() if id_column is not None else None
-            yield InputChunk(start, len(smiles), featurizer.featurize(smiles), smiles, ids)
+        for table in read_chunks(path, columns, size):
+            smiles = table.columns[smiles_column]
+            ids = table.columns[id_column] if id_column is not None else None
+            # A record not read whole is no SMILES, whatever its first bytes hold.
+            graphs = featurizer.featurize([None if i in table.errors else s for i, s in enumerate(smiles)], bounds)
+            graphs.errors.update(table.errors)
+            yield InputChunk(start, len(smiles), graphs, smiles, ids)
             start += len(smiles)
 
     return Source(chunks(), _count_rows(path), id_column or "row")
@@ -125,7 +127,24 @@ class Summary:
 
 
 def _format(value: float) -> str:
-    return "" if np.isnan(value) else f"{value:.8g}"
+    return f"{value:.8g}"
+
+
+def _short(text: Any, limit: int = 80) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(str(text)):,} characters)"
+
+
+def _non_finite(values: np.ndarray, names: Sequence[str]) -> str | None:
+    r"""Why the outputs ``[M, T]`` of one input (model ``k``, target ``t``) give no prediction, or :obj:`None`."""
+    bad = np.argwhere(~np.isfinite(values))
+    if not len(bad):
+        return None
+    k, t = bad[0]
+    who = f"model {k}" if values.shape[0] > 1 else "the model"
+    more = f" ({len(bad) - 1} more non-finite outputs)" if len(bad) > 1 else ""
+    return (f"{who} gave {values[k, t]} for {names[t]!r}{more}: not a number to report (a corrupted checkpoint or "
+            f"an input far outside the training data)")
 
 
 def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | os.PathLike,
@@ -174,24 +193,36 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
                 outs.append(values.numpy())
                 if emb is not None:
                     embs.append(emb.numpy())
-            smiles = chunk.smiles if chunk.smiles is not None else [texts.get(i) for i in range(chunk.size)]
+            if chunk.smiles is not None:
+                smiles = chunk.smiles
+            else:  # texts by position among the valid graphs
+                smiles = [None] * chunk.size
+                for g, r in enumerate(chunk.graphs.rows.tolist()):
+                    smiles[r] = texts.get(g)
             ids = chunk.ids if chunk.ids is not None else range(chunk.start, chunk.start + chunk.size)
-            errors = chunk.graphs.errors
+            errors = dict(chunk.graphs.errors)
+            stacked = np.stack(outs).astype(np.float64)  # [M, G, T]; float64: no overflow of the mean or std
+            position = {int(r): g for g, r in enumerate(chunk.graphs.rows.tolist())}
+            for i, g in list(position.items()):
+                reason = _non_finite(stacked[:, g], names)
+                if reason is not None:  # no number to report: an invalid row, never a silent NaN
+                    errors[i] = reason
+                    del position[i]
             if strict and errors:
                 row = min(errors)
-                raise ValueError(f"--strict: input row {chunk.start + row} ({smiles[row]!r}) is invalid: "
+                raise ValueError(f"--strict: input row {chunk.start + row} ({_short(smiles[row])}) is invalid: "
                                  f"{errors[row]}")
-            stacked = np.stack(outs)  # [M, G, T]
             mean = stacked.mean(axis=0)
             std = stacked.std(axis=0)
-            position = {int(r): g for g, r in enumerate(chunk.graphs.rows.tolist())}
             for i in range(chunk.size):
                 g = position.get(i)
                 if g is None:
                     cells = [""] * (len(header) - 3)
                     summary.invalid += 1
                     if summary.first_error is None:
-                        summary.first_error = (chunk.start + i, smiles[i], errors.get(i, ""))
+                        shown = smiles[i] if not isinstance(smiles[i], str) or len(smiles[i]) <= 80 else \
+                            f"{smiles[i][:60]}... ({len(smiles[i]):,} characters)"
+                        summary.first_error = (chunk.start + i, shown, errors.get(i, ""))
                 else:
                     cells = [_format(v) for v in mean[g]]
                     if several:
@@ -203,7 +234,8 @@ def predict_to_files(models: Sequence[TrainedModel], source: Source, out: str | 
                 writer.writerow([ids[i], smiles_text, *cells, errors.get(i, "")])
             if keep_values:
                 block = np.full((chunk.size, len(names)), np.nan, np.float32)
-                block[chunk.graphs.rows] = mean
+                valid = sorted(position)
+                block[valid] = mean[[position[i] for i in valid]]
                 summary.values.append(block)
             if raw is not None:
                 width = _write_embeddings(raw, embs, chunk, width)

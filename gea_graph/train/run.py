@@ -55,6 +55,7 @@ from gea_graph.train.checkpoint import (  # CheckpointError and CheckpointWriteE
     check_weights_fit,
     load_checkpoint,
 )
+from gea_graph.train.agreement import check_model_data
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.memory import ReleaseFreeHeap, peak_resident_mib
 from gea_graph.train.module import GraphTask, time_cap
@@ -506,6 +507,7 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     L.seed_everything(seed, workers=True, verbose=False)
     splits = load_datasets(recipe.data)
     check_splits(splits, recipe)
+    check_model_data(recipe, splits)  # before any epoch: encoders read the data's columns and vocabularies
 
     module = GraphTask(recipe.to_dict(), seed)
     params = module.num_parameters()

@@ -13,6 +13,17 @@ from torch_geometric.data import Data
 
 # Upper bound on the number of float64 entries of one [G, N, N] stack (128 MiB), so memory stays flat on big graphs.
 MAX_STACK_ENTRIES = 1 << 24
+#: The largest graph whose dense N x N matrices the positional encodings build (one such float64 matrix is 128 MiB,
+#: and its eigendecomposition or matrix powers take seconds). Inputs are bounded far below it (the size bounds of
+#: ``gea_graph.data.featurizers``, 1,000 nodes by default, at most this); a larger graph is refused, never computed.
+MAX_DENSE_NODES = 4096
+
+
+def check_dense_size(num_nodes: int, what: str) -> None:
+    """Raises :class:`ValueError` (one line, naming :obj:`what`) for a graph beyond :data:`MAX_DENSE_NODES`."""
+    if num_nodes > MAX_DENSE_NODES:
+        raise ValueError(f"{what}: a graph of {num_nodes:,} nodes is beyond the {MAX_DENSE_NODES:,} whose dense "
+                         f"N x N matrices the positional encodings build; bound the inputs' size (max_nodes)")
 
 
 def group_by_size(data_list: Sequence[Data]) -> dict[int, list[int]]:
@@ -24,7 +35,9 @@ def group_by_size(data_list: Sequence[Data]) -> dict[int, list[int]]:
 
 
 def chunks(ids: list[int], num_nodes: int) -> Iterator[list[int]]:
-    """Splits one size group into chunks whose dense ``[G, N, N]`` stack stays under :data:`MAX_STACK_ENTRIES`."""
+    """Splits one size group into chunks whose dense ``[G, N, N]`` stack stays under :data:`MAX_STACK_ENTRIES`
+    (graphs beyond :data:`MAX_DENSE_NODES` are refused)."""
+    check_dense_size(num_nodes, "positional encoding")
     step = max(1, MAX_STACK_ENTRIES // max(1, num_nodes * num_nodes))
     for start in range(0, len(ids), step):
         yield ids[start:start + step]
@@ -35,7 +48,9 @@ def dense_adjacency(data_list: Sequence[Data], ids: list[int], num_nodes: int) -
 
     Edges are symmetrised and self-loops and multi-edges dropped: the positional encodings describe the simple
     undirected graph underlying ``edge_index`` (TreeNeighbourMatch stores only child->parent edges, for instance).
+    Graphs beyond :data:`MAX_DENSE_NODES` are refused.
     """
+    check_dense_size(num_nodes, "dense adjacency")
     adj = np.zeros((len(ids), num_nodes, num_nodes), dtype=np.float64)
     graph, src, dst = _stacked_edges(data_list, ids)
     adj[graph, src, dst] = 1.0

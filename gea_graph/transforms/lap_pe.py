@@ -11,7 +11,7 @@ from scipy.sparse.csgraph import connected_components
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from gea_graph.transforms._graphs import chunks, dense_adjacency, group_by_size, single_threaded
+from gea_graph.transforms._graphs import check_dense_size, chunks, dense_adjacency, group_by_size, single_threaded
 
 PADDINGS = ("zero", "nan")
 
@@ -40,7 +40,8 @@ class LapPE(BaseTransform):
     chunk or one molecule at inference).
 
     The GEAET Peptides-struct LapPE (GraphGPS ``laplacian_norm: none``, ``max_freqs: 10``, geaet-notes §2.2) is
-    ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec ``"lap:10:norm=none:trivial=keep:pad=nan"``.
+    ``LapPE(10, normalization=None, keep_trivial=True, padding="nan")``, spec
+    ``"lap:10:norm=none:trivial=keep:pad=nan"``.
 
     Adds to each graph (see ``docs/design.md``):
 
@@ -51,7 +52,8 @@ class LapPE(BaseTransform):
     PyG's :class:`~torch_geometric.transforms.AddLaplacianEigenvectorPE` is not reused: it returns no eigenvalues,
     does not pad (it fails for :math:`N \le k`), drops only one trivial eigenvector on disconnected graphs, and works
     one graph at a time. :meth:`forward_many` instead stacks graphs of equal size and calls one batched
-    :func:`torch.linalg.eigh` per size, which is what makes a ZINC build take seconds.
+    :func:`torch.linalg.eigh` per size, which is what makes a ZINC build take seconds. Being dense, it refuses a graph
+    beyond :data:`~gea_graph.transforms.MAX_DENSE_NODES` nodes (a :class:`ValueError` naming its size).
 
     Args:
         k (int): Number of eigenpairs kept.
@@ -81,6 +83,7 @@ class LapPE(BaseTransform):
     def forward_many(self, data_list: Sequence[Data]) -> list[Data]:
         """Applies the transform to many graphs at once (graphs are modified in place and returned)."""
         for num_nodes, ids in group_by_size(data_list).items():
+            check_dense_size(num_nodes, repr(self))
             for part in chunks(ids, num_nodes):
                 vec, val, mask = self._encode(dense_adjacency(data_list, part, num_nodes))
                 for g, i in enumerate(part):

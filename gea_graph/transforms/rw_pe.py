@@ -9,7 +9,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from gea_graph.transforms._graphs import chunks, dense_adjacency, group_by_size, single_threaded
+from gea_graph.transforms._graphs import check_dense_size, chunks, dense_adjacency, group_by_size, single_threaded
 
 
 class RWPE(BaseTransform):
@@ -29,7 +29,8 @@ class RWPE(BaseTransform):
     but is not reused: it handles one graph at a time (too slow for a dataset build), weights edges wrongly
     when ``edge_weight`` is present (it divides by the weighted degree only), and walks along directed edges only
     (zero everywhere on TreeNeighbourMatch's child->parent trees). :meth:`forward_many` computes the matrix powers
-    on ``[G, N, N]`` stacks of equal-size graphs.
+    on ``[G, N, N]`` stacks of equal-size graphs, so a graph beyond
+    :data:`~gea_graph.transforms.MAX_DENSE_NODES` nodes is refused (a :class:`ValueError` naming its size).
 
     Args:
         walk_length (int): The number of walk lengths :math:`L`.
@@ -46,6 +47,7 @@ class RWPE(BaseTransform):
     def forward_many(self, data_list: Sequence[Data]) -> list[Data]:
         """Applies the transform to many graphs at once (graphs are modified in place and returned)."""
         for num_nodes, ids in group_by_size(data_list).items():
+            check_dense_size(num_nodes, repr(self))
             for part in chunks(ids, num_nodes):
                 pe = self._encode(dense_adjacency(data_list, part, num_nodes))
                 for g, i in enumerate(part):

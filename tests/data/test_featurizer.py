@@ -8,7 +8,7 @@ import torch
 
 from gea_graph.data import Featurizer, FeaturizerError
 from gea_graph.data.featurizer import target_names, vocabulary
-from gea_graph.data.molecules import featurize_chunk
+from gea_graph.data.featurizers import featurize_chunk
 from gea_graph.data.store import GraphStore, graphs_to_columns
 
 

@@ -153,7 +153,7 @@ def test_bad_smiles_skipped_on_request_with_report(tmp_path, data_root):
     ds = MoleculeCSV(data_root, path, "smiles", ["a", "b"], split_column="fold", skip_invalid=True)
     assert len(ds) == 1 and ds[0].y.tolist() == [[1.0, 2.0]]
     report = pd.read_csv(ds.report_path)
-    assert report.values.tolist() == [[1, "C1CC"]]
+    assert report.values.tolist() == [[1, "C1CC", "RDKit cannot parse this SMILES"]]
     val = MoleculeCSV(data_root, path, "smiles", ["a", "b"], split_column="fold", split="val", skip_invalid=True)
     assert val[0].smiles == "CCN"
 
@@ -177,7 +177,7 @@ def test_molecule_csv_random_and_scaffold_splits(tmp_path, data_root):
 def test_featurisation_equals_ogb_smiles2graph():
     from ogb.utils import smiles2graph
 
-    from gea_graph.data.molecules import featurize
+    from gea_graph.data.featurizers import featurize
     smiles = ["CC(=O)Nc1ccc(O)cc1", "C/C=C/C", "[NH3+]CC(=O)[O-]", "C[C@H](N)C(=O)O", "[Na+].[Cl-]", "C"]
     for smi, d in zip(smiles, featurize(smiles, np.zeros((len(smiles), 1)), "x")):
         ref = smiles2graph(smi)

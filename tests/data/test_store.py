@@ -375,7 +375,7 @@ def pcqm_sample(mirror) -> tuple[list[str], np.ndarray]:
 @pytest.mark.parametrize("paths", [None, ShortestPathDistance(max_distance=20, max_path=5),
                                    parse_pe("lap:4:pad=nan,rw:6"), parse_pe("rw:3,spd:4")])
 def test_molecule_columns_equal_the_graph_path(pcqm_sample, features, paths):
-    from gea_graph.data.molecules import molecule_columns, molecule_graphs
+    from gea_graph.data.featurizers import molecule_columns, molecule_graphs
     from gea_graph.data.store import graphs_to_columns
 
     smiles, targets = pcqm_sample

@@ -13,7 +13,7 @@ from ogb.utils import smiles2graph
 from torch_geometric.data import Batch
 
 from gea_graph.data import ZINC, InvalidSmilesError, RawFile, UnknownAtomTypeError
-from gea_graph.data.molecules import ZINC_ATOM_TYPES, ZINC_BOND_TYPES, featurize
+from gea_graph.data.featurizers import ZINC_ATOM_TYPES, ZINC_BOND_TYPES, featurize
 
 CARD = Path(__file__).resolve().parents[2] / "datasets" / "zinc.md"
 SPLITS = ("train", "val", "test")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -189,3 +190,139 @@ def test_missing_checkpoint_and_cuda_without_gpu(tmp_path, capsys):
         assert main(["predict", str(tmp_path / "none.ckpt"), "--smiles", "CCO", "--out", "x.csv", "--device",
                      "cuda"]) == 2
         assert "--device cuda: no CUDA device is available here" in one_line(capsys.readouterr().err)
+
+
+# -- issue 49: huge molecules, 10 MB lines, whitespace, non-finite outputs, header-only files ------------------------
+GOOD = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN", "CCCl", "OCC(O)CO"]
+
+
+def test_a_huge_molecule_or_line_is_an_invalid_row_and_the_others_are_predicted(ckpt, tmp_path, capsys):
+    big = tmp_path / "big.csv"  # the issue's reproduction: one 50,000-atom chain
+    big.write_text("smiles\n" + "C" * 50_000 + "\n")
+    assert main(["predict", str(ckpt), "--csv", str(big), "--smiles-column", "smiles", "--out",
+                 str(tmp_path / "p.csv")]) == 0
+    line = one_line(capsys.readouterr().out)
+    assert line.startswith("0 predicted, 1 invalid") and len(line) < 400
+    (row,) = read(tmp_path / "p.csv")
+    assert row["score"] == "" and "50,000 characters, more than the 10,000 allowed" in row["error"]
+
+    table = tmp_path / "mixed.csv"  # a 10 MB line and a 1,200-atom chain among good rows: ids stay in place
+    with table.open("w") as f:
+        f.write("name,smiles\n" + "".join(f"m{i},{s}\n" for i, s in enumerate(GOOD[:3])))
+        f.write("huge," + "C" * 10_000_000 + "\nchain," + "C" * 1_200 + "\n")
+        f.write("".join(f"n{i},{s}\n" for i, s in enumerate(GOOD[3:])))
+    out = tmp_path / "mixed-p.csv"
+    argv = ["predict", str(ckpt), "--csv", str(table), "--smiles-column", "smiles", "--id-column", "name", "--out",
+            str(out)]
+    assert main(argv) == 0
+    assert one_line(capsys.readouterr().out).startswith("6 predicted, 2 invalid")
+    rows = read(out)
+    assert [r["name"] for r in rows] == ["m0", "m1", "m2", "huge", "chain", "n0", "n1", "n2"]
+    assert "(line 5) has 10,000,005 bytes" in rows[3]["error"] and rows[3]["smiles"] == ""
+    assert rows[4]["error"] == "1,200 atoms/nodes, more than the bound of 1,000 (max_nodes)"
+    expected = gea_graph.load_model(ckpt).predict(GOOD).values[:, 0]
+    got = [float(r["score"]) for r in rows if not r["error"]]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert main([*argv[:-1], str(tmp_path / "wider.csv"), "--max-nodes", "1500"]) == 0  # the bound is adjustable
+    assert one_line(capsys.readouterr().out).startswith("7 predicted, 1 invalid")
+    assert read(tmp_path / "wider.csv")[4]["score"] != ""
+
+
+def test_memory_of_a_csv_predict_does_not_grow_with_its_rows_or_a_huge_line(ckpt, tmp_path):
+    """Peak RSS of ``gea-graph predict`` (a child process, measured by its parent) on 2,000 and on 20,000 rows, both
+    with a 10 MB line and a 50,000-atom row inside: the larger file costs no more memory (chunks of 1,000 rows), and
+    every other row is predicted. (The same holds at 1,000,000 rows, run by hand: too long for CI.)"""
+    import os
+    import subprocess
+    import sys
+
+    def table(rows: int) -> Path:
+        path = tmp_path / f"rows{rows}.csv"
+        with path.open("w") as f:
+            f.write("smiles\n")
+            for i in range(rows):
+                f.write("C" * 10_000_000 if i == rows // 3 else "C" * 50_000 if i == rows // 2 else GOOD[i % 6])
+                f.write("\n")
+        return path
+
+    measure = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL,"
+               " stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    peaks = {}
+    for rows in (2_000, 20_000):
+        out = tmp_path / f"p{rows}.csv"
+        command = [sys.executable, "-c", measure, sys.executable, "-m", "gea_graph", "predict", str(ckpt), "--csv",
+                   str(table(rows)), "--smiles-column", "smiles", "--out", str(out)]
+        env = {**os.environ, "GEA_GRAPH_CHUNK_ROWS": "1000", "OMP_NUM_THREADS": "1"}
+        peaks[rows] = int(subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout) / 1024
+        result = read(out)
+        assert len(result) == rows and sum(1 for r in result if r["error"]) == 2
+        assert all(r["score"] for i, r in enumerate(result) if i not in (rows // 3, rows // 2))
+    assert peaks[20_000] - peaks[2_000] < 64, peaks  # MiB: bounded, whatever the number of rows
+
+
+def test_whitespace_inside_a_smiles_is_an_invalid_row_not_a_truncation(ckpt, tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(ckpt), "--smiles", "CC O", "CCO", " CCO ", "--out", str(out)]) == 0
+    assert one_line(capsys.readouterr().out).startswith("2 predicted, 1 invalid")
+    rows = read(out)
+    assert rows[0]["score"] == "" and rows[0]["error"].startswith("whitespace (' ') inside the SMILES")
+    assert rows[1]["score"] == rows[2]["score"] != ""  # outer whitespace is stripped: the same molecule
+    table = tmp_path / "cells.csv"
+    table.write_text('smiles\n"CC\nO"\nCCO\n')
+    assert main(["predict", str(ckpt), "--csv", str(table), "--smiles-column", "smiles", "--out", str(out)]) == 0
+    assert one_line(capsys.readouterr().out).startswith("1 predicted, 1 invalid")
+    rows = read(out)
+    assert rows[0]["smiles"] == "CC\nO" and "whitespace ('\\n')" in rows[0]["error"] and rows[1]["score"] != ""
+    ethane = gea_graph.load_model(ckpt).predict(["CC"]).values[0, 0]
+    assert float(rows[1]["score"]) != pytest.approx(ethane)
+
+
+def test_non_finite_outputs_are_invalid_rows_and_never_an_infinite_std(ckpt, tmp_path):
+    import torch
+
+    from gea_graph.inference.predict import predict_to_files, smiles_source
+
+    good, broken = gea_graph.load_model(ckpt), gea_graph.load_model(ckpt)
+    with torch.no_grad():
+        bias = [p for name, p in broken.model.named_parameters() if name.endswith("bias")][-1]
+        bias.fill_(float("inf"))  # as a corrupted weight would
+    out = tmp_path / "p.csv"
+    summary = predict_to_files([good, broken], smiles_source(GOOD, [good, broken]), out, progress=False)
+    assert (summary.predicted, summary.invalid) == (0, len(GOOD))
+    rows = read(out)
+    assert all(r["score"] == r["score_std"] == "" for r in rows)
+    assert re.match(r"model 1 gave (inf|nan) for 'score': not a number to report", rows[0]["error"])
+    summary = predict_to_files([good, good], smiles_source(GOOD, [good, good]), out, progress=False)
+    assert (summary.predicted, summary.invalid) == (len(GOOD), 0)
+    assert all(float(r["score_std"]) == 0.0 for r in read(out))
+
+
+def test_a_header_only_csv_is_an_empty_table(ckpt, tmp_path, capsys):
+    table = tmp_path / "empty.csv"
+    table.write_text("smiles\n")
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(ckpt), "--csv", str(table), "--smiles-column", "smiles", "--out", str(out)]) == 0
+    assert one_line(capsys.readouterr().out).startswith("0 predicted, 0 invalid (wrote ")
+    assert out.read_text().splitlines() == ["row,smiles,score,error"]
+
+
+def test_a_graph_beyond_the_bounds_is_an_invalid_input(ckpt, tmp_path):
+    from gea_graph.data import SizeBounds
+    from gea_graph.inference.inputs import graph_chunks
+    from gea_graph.inference.predict import Source, predict_to_files
+
+    trained = gea_graph.load_model(ckpt)
+    small = trained.featurizer.featurize(GOOD[:2])
+    chain = trained.featurizer.featurize(["C" * 1_200], SizeBounds(max_nodes=1_500))
+    graphs = [*small.batch([0]).to_data_list(), *chain.batch([0]).to_data_list(), *small.batch([1]).to_data_list()]
+    out = tmp_path / "p.csv"
+    summary = predict_to_files([trained], Source(graph_chunks(graphs), 3), out, progress=False)
+    assert (summary.predicted, summary.invalid) == (2, 1)
+    rows = read(out)
+    assert [r["smiles"] for r in rows] == [GOOD[0], "", GOOD[1]]
+    assert rows[1]["error"] == "1,200 atoms/nodes, more than the bound of 1,000 (max_nodes)"
+    expected = trained.predict(GOOD[:2]).values[:, 0]
+    np.testing.assert_allclose([float(rows[0]["score"]), float(rows[2]["score"])], expected, rtol=1e-5, atol=1e-6)
+    wider = predict_to_files([trained], Source(graph_chunks(graphs, bounds=SizeBounds(max_nodes=1_500)), 3), out,
+                             progress=False)
+    assert (wider.predicted, wider.invalid) == (3, 0)

@@ -266,3 +266,19 @@ def test_spd_spec_sets_the_path_length():
     assert (both.transforms[1].max_distance, both.transforms[1].max_path) == (8, 0)
     path10 = spd(graph([(i, i + 1) for i in range(9)], 10))  # edge i is (i, i + 1)
     assert path10.spd_path[9].tolist() == list(range(9)) + [-1] * 11  # pair (0, 9): all nine edges
+
+
+def test_dense_encodings_refuse_graphs_beyond_their_bound_and_compute_the_rest():
+    """Issue 49 R1: a 50,000-node chain asked RWPE for an 18.6 GiB dense matrix; LapPE and RWPE now refuse any graph
+    beyond MAX_DENSE_NODES before allocating, and a graph at the inputs' default bound is computed as before."""
+    from gea_graph.transforms import MAX_DENSE_NODES
+
+    def chain(n: int) -> Data:
+        src = torch.arange(n - 1)
+        return Data(edge_index=torch.stack([torch.cat([src, src + 1]), torch.cat([src + 1, src])]), num_nodes=n)
+
+    for transform in (RWPE(16), LapPE(4)):
+        with pytest.raises(ValueError, match=rf"a graph of 50,000 nodes is beyond the {MAX_DENSE_NODES:,}"):
+            transform(chain(50_000))
+    big = RWPE(4)(chain(1_000))  # the default bound of the inputs (SizeBounds().max_nodes)
+    assert big.rw_pe.shape == (1_000, 4) and torch.allclose(big.rw_pe[500], torch.tensor([0.0, 0.5, 0.0, 0.375]))

@@ -127,7 +127,7 @@ def test_forward_many_past_the_byte_range_next_to_small_graphs():
 @pytest.fixture(scope="module")
 def pcqm_sample(mirror):
     Chem = pytest.importorskip("rdkit.Chem")
-    from gea_graph.data.molecules import mol_arrays
+    from gea_graph.data.featurizers import mol_arrays
 
     path = mirror / "pcqm4mv2-sample" / "pcqm4mv2-2k.csv"
     if not path.is_file():
