@@ -50,15 +50,10 @@ from gea_graph.io import (
     write_json,
     write_text,
 )
+from gea_graph.train.logs import METRICS_FILE, read_metrics
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
-from gea_graph.train.run import (
-    METRICS_FILE,
-    PAUSED_EXIT_CODE,
-    check_run_dir,
-    read_metrics,
-    read_result,
-    recipe_digest,
-)
+from gea_graph.train.run import PAUSED_EXIT_CODE
+from gea_graph.train.run_dir import check_run_dir, read_result, recipe_digest
 
 BENCH_FILE = "bench.json"
 LOG_FILE = "train.log"

@@ -26,10 +26,6 @@ from typing import Any, NoReturn
 
 from gea_graph import checks
 
-# Before torch is imported (its allocator reads this once): large CPU tensors page-aligned on transparent huge
-# pages fragment the heap less and run faster; see gea_graph.train.memory. The environment's own value wins.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
 SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
                "selfcheck")

@@ -72,14 +72,15 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.bench.runner import plot_depth_sweep, run_bench
     from gea_graph.bench.suites import SUITES, get_suite, list_suites
-    from gea_graph.train import RecipeError
-    from gea_graph.train.run import PAUSED_EXIT_CODE
 
     if args.list_suites:
         print(list_suites(args.seeds))
         return 0
+    from gea_graph.bench.runner import plot_depth_sweep, run_bench
+    from gea_graph.train.recipe import RecipeError
+    from gea_graph.train.run import PAUSED_EXIT_CODE
+
     suite = None
     seeds, max_time, overrides = args.seeds, args.max_time, list(args.overrides)
     recipe_overrides: dict[str, tuple[str, ...]] = {}

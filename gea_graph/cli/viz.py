@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from gea_graph import checks
 from gea_graph.cli import arg, names, positive_int
-from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
 
 if TYPE_CHECKING:
     from rdkit import Chem
@@ -72,7 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="one head (0-based) instead of the mean over heads",
     )
     parser.add_argument(
-        "--reduction", choices=EXTERNAL_REDUCTIONS, default="received", help="GEA per-atom score"
+        "--reduction", type=arg(names.external_reduction), default="received",
+        help="GEA per-atom score: received, max or sharpness (default: received)"
     )
     parser.add_argument(
         "--cmap", type=arg(checks.colour_map), default="Reds", help="matplotlib colour map (default: Reds)"

@@ -20,8 +20,7 @@ from typing import Any, Union
 import yaml
 
 from gea_graph import checks
-from gea_graph.models import ModelConfig
-from gea_graph.train.memory import TRIM_EVERY
+from gea_graph.models.config import ModelConfig
 
 RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
 #: Version of the recipe schema (the sections and keys below). A checkpoint records it: a change that makes old
@@ -290,7 +289,7 @@ class TrainerConfig:
     log_every_n_steps: int = 50
     compile: bool | str = False
     eval_train: bool = False
-    release_memory_every: int | None = TRIM_EVERY
+    release_memory_every: int | None = 16  # gea_graph.train.memory.TRIM_EVERY (imports Lightning)
     release_memory_above: float | None = None
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train import GraphTask, load_checkpoint, load_recipe
 from gea_graph.train.data import EpochSampler, ShardedBatchSampler, load_datasets, make_loader
 from gea_graph.train.metrics import metric_input, prepare
-from gea_graph.train.run import resolve_precision
+from gea_graph.train.policy import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -255,7 +255,7 @@ def test_devices_without_a_strategy_and_a_batch_that_does_not_divide(zinc, share
 
 
 def test_workers_by_default_only_where_a_gpu_waits_for_data(monkeypatch):
-    from gea_graph.train.run import default_workers
+    from gea_graph.train.policy import default_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert default_workers(cuda=True, processes_per_node=1) == 2  # gather and pin the next batches meanwhile
