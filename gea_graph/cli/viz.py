@@ -93,10 +93,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gea_graph.cli.paths import refuse_overlap
     from gea_graph.inference import load_model
     from gea_graph.viz.draw import format_from_path
     from gea_graph.viz.pictures import attention_picture
 
+    refuse_overlap({"the checkpoint": args.checkpoint}, {"--out": args.out, "--scores": args.scores})
     fmt = format_from_path(args.out)
     trained = load_model(args.checkpoint)
     if args.smiles:  # featurised as the model's training set was (its feature mode and PE spec)

@@ -101,3 +101,19 @@ class MovableCheckpoint(ModelCheckpoint):
                 state_dict["best_k_models"] = {moved(k): v for k, v in state_dict["best_k_models"].items()}
         super().load_state_dict(state_dict)
 
+
+class EpochLine(Callback):
+    r"""Prints one line per epoch on the main process, as GraphGPS does: the epoch (1-based, of the planned ones),
+    the training loss, the validation and test metric and the epoch's seconds, e.g.
+    ``geaet-zinc-quick seed 0: epoch 3/8  train loss 0.5123  val mae 0.4431  test mae 0.4512  41.2 s``."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero or not pl_module.history:
+            return
+        row = pl_module.history[-1]
+        metric = pl_module.metric_name
+        print(f"{self.label}: epoch {int(row['epoch']) + 1}/{trainer.max_epochs}  train loss {row['train_loss']:.4f}"
+              f"  val {metric} {row['val']:.4f}  test {metric} {row['test']:.4f}  {row['time']:.1f} s", flush=True)

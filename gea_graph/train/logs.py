@@ -2,9 +2,12 @@ r"""Lightning's CSV log of a run, kept consistent with ``metrics.csv`` across a 
 own per-epoch table ``metrics.csv``."""
 from __future__ import annotations
 
+import contextlib
 import csv
+import logging
 import os
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,35 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from gea_graph.io import append_to, atomic_write
 
 METRICS_FILE = "metrics.csv"
+
+#: Lightning's loggers of start-up banners: "GPU available", "TPU available", the advertisement for its cloud logger,
+#: the DDP set-up banner, "`Trainer.fit` stopped: `max_epochs=8` reached".
+BANNER_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+                  "lightning.fabric.utilities.distributed", "lightning.pytorch.accelerators.cuda")
+#: Warnings about Lightning's own code, not the run (torch deprecates a pytree class Lightning still uses).
+LIBRARY_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+
+
+@contextlib.contextmanager
+def lightning_banners(shown: bool) -> Iterator[None]:
+    r"""Hides Lightning's start-up banners (:data:`BANNER_LOGGERS`, below their ``WARNING`` level) and the
+    warnings about its own code (:data:`LIBRARY_WARNINGS`) for the block, unless :obj:`shown` (``--verbose``).
+    Warnings about the run itself (a missing logger, a slow data loader) are left as they are."""
+    if shown:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in BANNER_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        for pattern in LIBRARY_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern)
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
 
 
 class _ResumedWriter(ExperimentWriter):

@@ -37,12 +37,19 @@ from lightning.pytorch.loggers import Logger
 
 from gea_graph import checks
 from gea_graph.io import clean_stale_temporaries, ensure_folder, exclusive_temporary, write_json
-from gea_graph.train.callbacks import EndAtTimeCap, GlobalBatchNorm, MetricsWriter, MovableCheckpoint, StopAt
+from gea_graph.train.callbacks import (
+    EndAtTimeCap,
+    EpochLine,
+    GlobalBatchNorm,
+    MetricsWriter,
+    MovableCheckpoint,
+    StopAt,
+)
 from gea_graph.train.data import check_splits, load_datasets, make_loader
 from gea_graph.train.lock import run_lock
-from gea_graph.train.logs import METRICS_FILE, RunCSVLogger
+from gea_graph.train.logs import METRICS_FILE, RunCSVLogger, lightning_banners
 from gea_graph.train.memory import ReleaseFreeHeap
-from gea_graph.train.module import GraphTask
+from gea_graph.train.module import GraphTask, time_cap
 from gea_graph.train.policy import default_workers, peak_memory_mb, resolve_precision, torch_flags_kept
 from gea_graph.train.recipe import Recipe, RecipeError, dump_recipe
 from gea_graph.train.run_dir import RECIPE_FILE, RESULT_FILE, _refuse_changes
@@ -116,6 +123,26 @@ class RunPaused(RuntimeError):
     r"""A run stopped cleanly before its end by :class:`StopAt` (``--stop-after``): ``--resume`` continues it."""
 
 
+class WorkerLost(RuntimeError):
+    r"""A process of a distributed run died (killed, out of memory, its machine gone): the others cannot go on.
+    ``--resume`` continues the run from its last checkpoint."""
+
+
+def _lost_a_process(err: BaseException) -> bool:
+    # gloo reports a peer's death as a RuntimeError naming its transport; NCCL as a DistBackendError
+    import torch.distributed as dist
+
+    text = str(err)
+    return isinstance(err, getattr(dist, "DistError", ())) or any(
+        word in text for word in ("gloo", "Connection reset by peer", "Connection closed by peer", "NCCL"))
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = text.split("] ", 1)[-1] if text.startswith("[") else text  # gloo's [source file:line] prefix
+    return text.split(". This is typically", 1)[0]
+
+
 #: Exit code of ``gea-graph train`` for a run paused by ``--stop-after`` (resumable, not finished).
 PAUSED_EXIT_CODE = 3
 
@@ -176,7 +203,7 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         accelerator: str = "auto", devices: int | str = "auto", num_nodes: int = 1,
         strategy: str = "auto", max_time: float | None = None, tensorboard: bool = False,
         progress: bool = True, callbacks: Iterable[Callback] = (), verbose: bool = True,
-        stop_after: float | None = None) -> dict[str, Any] | None:
+        stop_after: float | None = None, banners: bool = False) -> dict[str, Any] | None:
     r"""Trains ``recipe`` into ``out_dir``.
 
     Several processes (``devices`` x ``num_nodes`` > 1, Lightning's DDP, e.g. ``strategy="ddp"``) train the recipe
@@ -195,7 +222,10 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         tensorboard: Also log to TensorBoard.
         progress: Show progress bars.
         callbacks: Extra Lightning callbacks.
-        verbose: Print the parameter count and the summary.
+        verbose: Print the parameter count, a line per epoch (:class:`~gea_graph.train.callbacks.EpochLine`) and
+            the summary.
+        banners: Show Lightning's start-up banners and its warnings about its own code (``--verbose``;
+            :func:`~gea_graph.train.logs.lightning_banners`).
         stop_after: Stop cleanly at the first epoch end after this many minutes (checkpoints written, no
             ``result.json``) and raise :class:`RunPaused`; ``resume=True`` continues the run exactly. Unlike
             ``max_time`` this does not end the run, it pauses it.
@@ -211,7 +241,7 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-    with run_lock(out), torch_flags_kept():
+    with run_lock(out), torch_flags_kept(), lightning_banners(banners):
         return _fit(recipe, out, seed, resume, accelerator, devices, num_nodes, strategy, max_time, tensorboard,
                     progress, callbacks, verbose, stop_after)
 
@@ -257,7 +287,7 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         callbacks=[checkpoint, MetricsWriter(out / METRICS_FILE),
                    ReleaseFreeHeap(tr.release_memory_every, tr.release_memory_above), *([pause] if pause else []),
                    *([EndAtTimeCap()] if minutes else []),
-                   *callbacks],
+                   *([EpochLine(f"{recipe.name} seed {seed}")] if verbose else []), *callbacks],
         plugins=[AtomicCheckpointIO(), GlobalBatchNorm()], max_time={"seconds": minutes * 60} if minutes else None,
         num_sanity_val_steps=0, enable_progress_bar=progress, enable_model_summary=False,
         log_every_n_steps=tr.log_every_n_steps, deterministic=tr.deterministic, default_root_dir=str(out),
@@ -290,7 +320,14 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         if verbose:
             print(f"{recipe.name}: params: {params}", flush=True)
     start = time.perf_counter()
-    trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resuming else None)
+    try:
+        trainer.fit(module, train_loader, eval_loaders, ckpt_path=str(last) if resuming else None)
+    except RuntimeError as err:
+        if world > 1 and _lost_a_process(err):
+            raise WorkerLost(f"a training process of this {world}-process run ended ({_first_line(err)}); the "
+                             f"checkpoints of the last finished epoch are in {ckpt_dir}: run the same command with "
+                             f"--resume to continue") from err
+        raise
     if trainer.interrupted:
         return None
     paused = pause is not None and pause.stopped
@@ -309,10 +346,26 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         raise NoEpochError(f"no epoch finished {why}; {out} holds no result: raise the cap, then run again with "
                            f"--resume")
     result = summarize(module, recipe, seed, params, train)
-    result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start)
+    timer = time_cap(trainer)
+    cut = len(module.history) < tr.max_epochs and timer is not None and timer.time_remaining() <= 0
+    result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start,
+                  epochs_planned=tr.max_epochs, cut_by_time_cap=cut, max_time_min=minutes)
     write_json(out / RESULT_FILE, result)
     if verbose:
         train_text = f", train {result['train']:.4f}" if "train" in result else ""
-        print(f"{recipe.name} seed {seed}: best epoch {result['best_epoch']}, val {module.metric_name} "
-              f"{result['val']:.4f}, test {result['test']:.4f}{train_text}, params: {params}", flush=True)
+        best = result["best_epoch"] + 1 if result["best_epoch"] >= 0 else "none"
+        print(f"{recipe.name} seed {seed}: {epochs_text(result)}; best epoch {best}, val "
+              f"{module.metric_name} {result['val']:.4f}, test {result['test']:.4f}{train_text}, params: {params}",
+              flush=True)
     return result
+
+
+def epochs_text(result: dict[str, Any]) -> str:
+    r"""``"8 epochs"``, or for a run that its time cap ended early ``"2 of 8 epochs, cut by the time cap (5 min)"``
+    (:obj:`result`: a ``result.json``). Epochs are counted from 1 wherever they are shown; ``best_epoch`` in
+    ``result.json`` and ``epoch`` in ``metrics.csv`` are Lightning's 0-based index."""
+    done, planned = result["epochs"], result.get("epochs_planned")
+    if not result.get("cut_by_time_cap"):
+        return f"{done} epoch{'s' if done != 1 else ''}"
+    cap = f" ({result['max_time_min']:g} min)" if result.get("max_time_min") else ""
+    return f"{done} of {planned} epochs, cut by the time cap{cap}"
