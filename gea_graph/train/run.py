@@ -314,6 +314,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     train_loader = make_loader(splits["train"], tr.batch_size, shuffle_seed=seed, num_workers=workers,
                                pin_memory=cuda)
     eval_loaders = [make_loader(splits[s], eval_bs, num_workers=workers, pin_memory=cuda) for s in ("val", "test")]
+    # an epoch shorter than the logging interval would log no step (and Lightning warns): log once an epoch then
+    trainer.log_every_n_steps = max(1, min(trainer.log_every_n_steps, len(train_loader)))
     if trainer.is_global_zero:
         out.mkdir(parents=True, exist_ok=True)
         dump_recipe(recipe, out / RECIPE_FILE)
