@@ -5,9 +5,9 @@ Each check takes the value as given (the text of an option, or a recipe's value)
 (``where``: an option such as ``--max-time``, a recipe key such as ``trainer.max_time``, or ``""`` where the caller
 adds the name itself, as argparse does), and returns it converted, or raises :class:`BadValue`: one line that names
 the value, where it was given and what is allowed, e.g.
-``--max-time: 'nan' is not allowed; it must be a finite number of minutes > 0``. The checks of names the toolkit
-knows (recipes, suites, datasets, positional encodings) are in :mod:`gea_graph.cli.names`, which may read the
-registries; this module imports nothing of the package.
+``--max-time: 'nan' is not allowed; it must be a finite number of minutes in (0, 1000000]``. The checks of names
+the toolkit knows (recipes, suites, datasets, positional encodings) are in :mod:`gea_graph.cli.names`, which may
+read the registries; this module imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -86,14 +86,18 @@ def number(value: Any, where: str, low: float | None = None, high: float | None 
     return result
 
 
+#: The longest wall-clock budget in minutes (about two years): beyond it a cap is a typo, and seconds overflow.
+MAX_MINUTES = 10 ** 6
+
+
 def minutes(value: Any, where: str = "") -> float:
-    r"""A wall-clock budget in minutes: a finite number > 0."""
-    return number(value, where, 0.0, strict_low=True, what="a finite number of minutes")
+    r"""A wall-clock budget in minutes: a number in (0, :data:`MAX_MINUTES`]."""
+    return number(value, where, 0.0, MAX_MINUTES, strict_low=True, what="a finite number of minutes")
 
 
 def non_negative_minutes(value: Any, where: str = "") -> float:
     r"""A time in minutes that may be 0 (``--stop-after 0``: stop at the first epoch end)."""
-    return number(value, where, 0.0, what="a finite number of minutes")
+    return number(value, where, 0.0, MAX_MINUTES, what="a finite number of minutes")
 
 
 def fraction(value: Any, where: str = "") -> float:
@@ -279,6 +283,21 @@ def smiles(value: Any, where: str = "") -> str:
     return value
 
 
+def smiles_text(value: Any, where: str = "") -> str:
+    r"""The text of a molecule to predict: a non-empty SMILES string (whether RDKit parses it is decided per row, so
+    that an invalid molecule keeps its row and a reason)."""
+    if not isinstance(value, str) or not value.strip():
+        raise bad(where, value, "a non-empty SMILES string, e.g. CCO", why="is not a SMILES string")
+    return value
+
+
+def column(value: Any, where: str = "") -> str:
+    r"""A column name of a CSV file: non-empty text without control characters."""
+    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 for c in value):
+        raise bad(where, value, "a column name (non-empty, without control characters)")
+    return value
+
+
 def colour_map(value: Any, where: str = "") -> str:
     r"""A matplotlib colour map name (``Reds``, ``viridis``, ...)."""
     import matplotlib
@@ -311,12 +330,17 @@ def torch_device(value: Any, where: str = "") -> str:
                   why="is not available")
     return value
 
+def _bound(value: float) -> str:
+    # 1000000 rather than 1e+06; small and fractional bounds as %g
+    return f"{int(value)}" if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
+
+
 def _range(what: str, low: float | None, high: float | None, strict_low: bool = False,
            strict_high: bool = False) -> str:
     if low is not None and high is not None:
-        return f"{what} in {'(' if strict_low else '['}{low:g}, {high:g}{')' if strict_high else ']'}"
+        return f"{what} in {'(' if strict_low else '['}{_bound(low)}, {_bound(high)}{')' if strict_high else ']'}"
     if low is not None:
-        return f"{what} {'>' if strict_low else '>='} {low:g}"
+        return f"{what} {'>' if strict_low else '>='} {_bound(low)}"
     if high is not None:
-        return f"{what} {'<' if strict_high else '<='} {high:g}"
+        return f"{what} {'<' if strict_high else '<='} {_bound(high)}"
     return what

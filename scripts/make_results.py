@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gea_graph import checks
-from gea_graph.bench.runner import device_label, variant_labels
+from gea_graph.bench.runner import device_label, epochs_cell, variant_labels
 from gea_graph.io import copy_file, ensure_folder, write_text
 from gea_graph.train.recipe import load_yaml
 
@@ -257,13 +257,15 @@ def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
     for rank, name in enumerate(sorted(groups, key=lambda n: sign * means[n]), 1):
         runs = groups[name]
         label = f"{name} (PyG peer)" if name.startswith("pyg-") else name
-        epochs = "/".join(str(r["epochs"]) for r in runs)
+        epochs = "/".join(epochs_cell(r) for r in runs)  # 2 of 8\*: ended by the time cap before its epochs
         best = "/".join(str(r["best_epoch"] + 1) for r in runs)
         minutes = mean_std([r["train_time_s"] / 60 for r in runs])[0]
         memory = max(r["peak_memory_mb"] for r in runs)
         lines.append(f"| {rank} | {label} | {runs[0]['params']:,} | {len(runs)} | {epochs} | {best} | "
                      f"{_pm([r['val'] for r in runs])} | {_pm([r['test'] for r in runs])} | {minutes:.1f} min | "
                      f"{memory:,.0f} MiB |")
+    if any(r.get("cut_by_time_cap") for runs in groups.values() for r in runs):
+        lines += ["", "\\* cut by the time cap before its planned epochs (`result.json`: `cut_by_time_cap`)."]
     return lines, means
 
 

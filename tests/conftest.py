@@ -16,6 +16,23 @@ if not os.environ.get("GEA_GRAPH_MIRROR") and _DEFAULT_MIRROR.is_dir():
     os.environ["GEA_GRAPH_MIRROR"] = str(_DEFAULT_MIRROR)
 
 
+def _shared_root(factory: pytest.TempPathFactory) -> Path:
+    # the parent of the per-worker base temp under xdist (common to the workers of one session), else the base temp
+    base = factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gea-graph-shared-datasets"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own tmp_path set-up
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite writes only under pytest's temporary folders, whatever ``$GEA_GRAPH_DATA`` says: the data root of
+    every test, and of the commands it starts, is this session's shared one (see :func:`shared_data_root`)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        os.environ["GEA_GRAPH_DATA"] = str(_shared_root(factory))
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     """The real-data mirror ($GEA_GRAPH_MIRROR, else ../shared/data); skips the test when there is none."""
@@ -38,11 +55,8 @@ def data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def shared_data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data root common to all xdist workers of this test session: the parent of the per-worker base temp under
     xdist, the base temp itself without it (its parent is shared by every session: builds of older code would be
-    reused)."""
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gea-graph-shared-datasets"
-    root.mkdir(exist_ok=True)
-    return root
+    reused). It is also ``$GEA_GRAPH_DATA`` for the whole session (:func:`pytest_configure`)."""
+    return _shared_root(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -95,8 +95,14 @@ CASES = [
      "argument --depth: '1' is not allowed; it must be an integer in [2, 16]"),
     ("max-time nan", [*T, "--max-time", "nan"], "argument --max-time: 'nan' is not allowed"),
     ("bench max-time -1", ["bench", "--recipes", "gin-tree-r2", "--max-time", "-1", "--out", "{tmp}/b"],
-     "argument --max-time: '-1' is not allowed; it must be a finite number of minutes > 0"),
+     "argument --max-time: '-1' is not allowed; it must be a finite number of minutes in (0, 1000000]"),
     ("recipe max_time nan", [*T, "trainer.max_time=.nan"], "trainer.max_time: nan is not allowed"),
+    # issue 49, R7: a float overflow, and an empty SMILES called a "path"
+    ("max-time 1e308", [*T, "--max-time", "1e308"],
+     "argument --max-time: '1e308' is not allowed; it must be a finite number of minutes in (0, 1000000]"),
+    ("recipe max_time 1e308", [*T, "trainer.max_time=1e308"], "trainer.max_time: 1e+308 is not allowed"),
+    ("predict empty smiles", ["predict", "{tmp}/zinc.ckpt", "--smiles", "", "--out", "{tmp}/p.csv"],
+     "argument --smiles: '' is not a SMILES string; it must be a non-empty SMILES string, e.g. CCO"),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,8 @@ BAD = {
     checks.positive_int: ["0", "-1", "x", "1.5", "99999999999"],
     checks.non_negative_int: ["-1", "x", "1.5"],
     checks.seed: ["-1", "x", "4294967296"],
-    checks.minutes: ["nan", "inf", "-1", "0", "x", ""],
-    checks.non_negative_minutes: ["nan", "inf", "-1", "x", ""],
+    checks.minutes: ["nan", "inf", "-1", "0", "x", "", "1e308"],
+    checks.non_negative_minutes: ["nan", "inf", "-1", "x", "", "1e308"],
     checks.int_list: ["", "x", "1,,2", "-1"],
     checks.devices: ["abc", "0", "-2", "1,1", ""],
     checks.accelerator: ["tpu", "nosuch", *([] if torch.cuda.is_available() else ["gpu", "cuda"])],
@@ -39,6 +40,8 @@ BAD = {
     names.pe_spec: ["lap:100000", "lap:0", "rw:100000", "spd:255", "bogus:3", "lap:x", ""],
     checks.tree_depth: ["1", "0", "17", "x"],
     checks.smiles: ["", "C1CC(N", "not a smiles"],
+    checks.smiles_text: ["", " "],
+    checks.column: ["", " ", "a\nb"],
     checks.colour_map: ["nosuch"],
     checks.layer_index: ["0", "x"],
     checks.torch_device: ["tpu", "cuda:99", "nosuch"],
@@ -124,7 +127,7 @@ def test_a_bad_value_is_one_line_naming_option_and_value(scratch, capsys, words,
 
 
 def test_debug_shows_the_traceback_of_a_refused_value():
-    with pytest.raises(checks.BadValue, match="'nan' is not allowed; it must be a finite number of minutes > 0"):
+    with pytest.raises(checks.BadValue, match=re.escape("'nan' is not allowed; it must be a finite number of minutes in (0, 1000000]")):
         main(["--debug", "train", "gin-tree-r2", "--max-time", "nan"])
 
 

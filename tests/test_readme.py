@@ -37,8 +37,8 @@ def test_readme_commands_name_real_subcommands_and_recipes():
     from gea_graph.cli import SUBCOMMANDS
 
     recipes = {p.stem for p in (README.parent / "models").glob("*.yaml")}
-    commands = [line for block in _blocks("bash") for line in block.splitlines()
-                if line.startswith("gea-graph ")]
+    commands = [line.split("&& ")[-1] for block in _blocks("bash") for line in block.splitlines()
+                if line.split("&& ")[-1].startswith("gea-graph ")]
     assert any(line.startswith("gea-graph bench --recipes geaet-zinc-quick") for line in commands)
     for line in commands:
         words = shlex.split(line.split("#")[0].replace("[", "").replace("]", ""))
@@ -49,10 +49,34 @@ def test_readme_commands_name_real_subcommands_and_recipes():
             assert set(words[words.index("--recipes") + 1].split(",")) <= recipes, line
 
 
-@pytest.mark.parametrize("command", ["python3 -m pytest -q -n 2"])
-def test_ci_runs_the_readme_test_command(command):
-    assert command in _blocks("bash")[2]
-    assert command in (README.parent / ".ci" / "run").read_text()
+def quick_start() -> list[str]:
+    """The commands of the README's quick start, in order (one per ``bash`` block of that section)."""
+    text = README.read_text()
+    section = text[text.index("## Quick start"):text.index("\n## ", text.index("## Quick start") + 1)]
+    return [block.strip() for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)]
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_second_exactly():
+    # Issue 49, R11: the first installs and runs the main job, the second installs what the tests add and runs them
+    first, second = quick_start()  # exactly two
+    assert "\n" not in first and "\n" not in second
+    assert first.startswith("pip install torch==") and "pip install -e ." in first
+    assert "gea-graph bench --recipes geaet-zinc-quick" in first
+    assert second.endswith("python3 -m pytest -q -n 2") and "[dev]" in second
+    ci = (README.parent / ".ci" / "run").read_text().splitlines()
+    assert second in ci  # a line of its own: the command, exactly
+    assert "gea-graph bench" not in "\n".join(ci)  # CI runs the tests, not the main job
+
+
+def test_quick_start_main_job_options_are_what_the_bench_takes():
+    # the guarded feature: the main job's words parse as a bench command (recipe, seeds, threads, cap)
+    from gea_graph.cli import build_parser
+
+    job = quick_start()[0].split("&& ")[-1]
+    words = shlex.split(job)
+    assert words[0] == "gea-graph"
+    args = build_parser().parse_args(words[1:])
+    assert args.recipes == ["geaet-zinc-quick"] and args.seeds == [0] and args.threads == 1 and args.max_time == 10
 
 
 @pytest.fixture(scope="module")

@@ -50,17 +50,14 @@ from gea_graph.io import (
     write_json,
     write_text,
 )
+from gea_graph.train.logs import METRICS_FILE, read_metrics
 from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
-from gea_graph.train.run import (
-    METRICS_FILE,
-    PAUSED_EXIT_CODE,
-    check_run_dir,
-    read_metrics,
-    read_result,
-    recipe_digest,
-)
+from gea_graph.train.run import PAUSED_EXIT_CODE, epochs_text
+from gea_graph.train.run_dir import check_run_dir, read_result, recipe_digest
 
 BENCH_FILE = "bench.json"
+#: The files a bench writes into its folder beside :data:`BENCH_FILE` (:func:`write_reports`).
+REPORT_FILES = ("results.csv", "results.md", "curves.png")
 LOG_FILE = "train.log"
 CSV_COLUMNS = ("recipe", "dataset", "seed", "params", "epochs", "best_val_epoch", "val_metric", "test_metric",
                "train_metric", "train_time_s", "peak_memory_mb", "metric", "max_time_min", "threads", "jobs", "code")
@@ -402,7 +399,7 @@ def run_bench(recipes: Sequence[str], out_dir: os.PathLike, seeds: Sequence[int]
                     log(f"{tag}: FAILED (exit code {proc.returncode}); {see}")
                 else:
                     run.status = "complete"
-                    log(f"{tag}: done")
+                    log(f"{tag}: done, {epochs_text(run.result)}")
     write_reports(runs, out, info)
     return runs
 
@@ -565,14 +562,19 @@ def markdown(runs: Sequence[BenchRun], info: dict | None = None) -> str:
         lines += [f"## {dataset} ({first['metric']}, {direction})", "",
                   "| recipe | params | seeds | epochs | " + ("train | " if train else "") + "val | test | "
                   + "".join(f"test {k} | " for k in more) + "paper |", "|---" * (7 + train + len(more)) + "|"]
+        cut = False
         for name, group in recipes.items():
             res = [r.result for r in group]
-            epochs = sorted({r["epochs"] for r in res})
+            epochs = "/".join(dict.fromkeys(epochs_cell(r) for r in res))
+            cut = cut or any(r.get("cut_by_time_cap") for r in res)
             extra = "".join(f"{_fmt_more(res, key)} | " for key in more)
-            lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {'/'.join(map(str, epochs))} | "
+            lines.append(f"| {name} | {res[0]['params']:,} | {len(res)} | {epochs} | "
                          + (f"{_fmt_train(res)} | " if train else "")
                          + f"{_fmt([r['val'] for r in res])} | {_fmt([r['test'] for r in res])} | {extra}"
                          f"{_published(group[0].recipe.paper)} |")
+        if cut:
+            lines += ["", ("\\* cut by the time cap: the run ended after that many of its planned epochs "
+                           "(`result.json`: `cut_by_time_cap`).")]
         known = DATASETS.get(dataset)
         flagged = [name for name, group in recipes.items()
                    if known is not None and known.caveat_for(group[0].recipe.data.options) is not None]
@@ -586,6 +588,13 @@ def markdown(runs: Sequence[BenchRun], info: dict | None = None) -> str:
     if not by_dataset:
         lines.append("No complete runs.")
     return "\n".join(lines) + "\n"
+
+
+def epochs_cell(result: dict) -> str:
+    r"""An epochs cell of a results table: ``8``, or ``2 of 8\*`` for a run its time cap ended early."""
+    if result.get("cut_by_time_cap"):
+        return f"{result['epochs']} of {result.get('epochs_planned', '?')}\\*"
+    return str(result["epochs"])
 
 
 def plot_curves(runs: Sequence[BenchRun], path: Path) -> None:
@@ -624,12 +633,13 @@ def write_reports(runs: Sequence[BenchRun], out: Path, info: dict | None = None)
     run records keep runs of different settings apart)."""
     rows = result_rows(runs, info)
     more = more_keys([run.result for run in runs if run.result is not None])
-    with atomic_write(out / "results.csv", newline="") as f:
+    table, page, curves = (out / name for name in REPORT_FILES)
+    with atomic_write(table, newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*CSV_COLUMNS, *(f"test_{k}" for k in more)])
         writer.writeheader()
         writer.writerows(rows)
-    write_text(out / "results.md", markdown(runs, info))
-    plot_curves(runs, out / "curves.png")
+    write_text(page, markdown(runs, info))
+    plot_curves(runs, curves)
 
 
 def plot_depth_sweep(runs: Sequence[BenchRun], path: Path) -> None:

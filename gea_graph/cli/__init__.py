@@ -26,10 +26,6 @@ from typing import Any, NoReturn
 
 from gea_graph import checks
 
-# Before torch is imported (its allocator reads this once): large CPU tensors page-aligned on transparent huge
-# pages fragment the heap less and run faster; see gea_graph.train.memory. The environment's own value wins.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
 SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
                "selfcheck")
@@ -46,7 +42,7 @@ def arg(check: Callable[..., Any], **options: Any) -> Callable[[str], Any]:
     """The argparse ``type=`` of an option checked by :obj:`check` (a function of :mod:`gea_graph.checks`, called
     with the option's text and :obj:`options`): a bad value ends the command before any work, in one line that names
     the option, the value and what is allowed (``gea-graph train: error: argument --max-time: 'nan' is not allowed;
-    it must be a finite number of minutes > 0``). Every option of every sub-command is checked this way, or by
+    it must be a finite number of minutes in (0, 1000000]``). Every option of every sub-command is checked this way, or by
     ``choices`` (``tests/test_cli_values.py`` walks them all)."""
 
     def convert(text: str) -> Any:
@@ -94,9 +90,10 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from gea_graph.data import CacheError, RawFileError
     from gea_graph.io import LockError
     from gea_graph.train import CheckpointError
+    from gea_graph.train.run import WorkerLost
 
     return (ValueError, LookupError, OSError, pickle.UnpicklingError, CacheError, RawFileError, CheckpointError,
-            LockError)
+            LockError, WorkerLost)
 
 
 def one_line(err: BaseException) -> str:

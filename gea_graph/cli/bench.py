@@ -18,6 +18,7 @@ turns bench folders into ``docs/results.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -72,14 +73,16 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.bench.runner import plot_depth_sweep, run_bench
     from gea_graph.bench.suites import SUITES, get_suite, list_suites
-    from gea_graph.train import RecipeError
-    from gea_graph.train.run import PAUSED_EXIT_CODE
 
     if args.list_suites:
         print(list_suites(args.seeds))
         return 0
+    from gea_graph.bench.runner import BENCH_FILE, REPORT_FILES, plot_depth_sweep, run_bench
+    from gea_graph.cli.paths import refuse_overlap
+    from gea_graph.train.recipe import RecipeError
+    from gea_graph.train.run import PAUSED_EXIT_CODE
+
     suite = None
     seeds, max_time, overrides = args.seeds, args.max_time, list(args.overrides)
     recipe_overrides: dict[str, tuple[str, ...]] = {}
@@ -108,9 +111,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         recipes = list(args.recipes)
         out = Path(args.out or "runs/bench")
+    refuse_overlap({"the recipe": [r for r in recipes if os.path.isfile(r)]},
+                   {"--out": [out / name for name in (BENCH_FILE, *REPORT_FILES)]})
     checks.placement(args.accelerator, args.devices)
     trainer_args = ["--accelerator", args.accelerator, "--devices", devices_text(args.devices),
-                    "--num-nodes", str(args.num_nodes), "--strategy", args.strategy]
+                    "--num-nodes", str(args.num_nodes), "--strategy", args.strategy, *(["--verbose"] if args.verbose else [])]
     try:
         runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
                          trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args),

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import time
-
-import torch
+from typing import TYPE_CHECKING
 
 from gea_graph import checks
 from gea_graph.cli import arg, names
+
+if TYPE_CHECKING:
+    import torch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _target_summary(y: torch.Tensor) -> str:
+    import torch
+
     if y is None or y.numel() == 0:
         return "no targets"
     if not y.is_floating_point():
@@ -69,6 +73,8 @@ def _split_summary(ds) -> str:
     edges = sum(d.num_edges for d in sample) / len(sample)
     y = ds.y if hasattr(ds, "y") and getattr(ds, "y", None) is not None else None
     if y is None and hasattr(sample[0], "edge_label"):
+        import torch
+
         y = torch.cat([d.edge_label for d in sample]).float()
     return f"{n:,} graphs, mean {nodes:.1f} nodes, {edges:.1f} edges; targets: {_target_summary(y)}"
 

@@ -71,10 +71,13 @@ def _name(checkpoint: str, recipe_name: str, taken: set[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from torch_geometric.data import Batch
 
+    from gea_graph.cli.paths import refuse_overlap
     from gea_graph.diagnostics.report import diagnose
     from gea_graph.inference import load_model
 
     out = Path(args.out)  # checked by its option: not an existing file
+    refuse_overlap({"the checkpoint": args.checkpoint, "--compare": args.compare},
+                   {"--out": [out / name for name in ("layers.csv", "frequency_response.csv", "diagnostics.png")]})
     models, batches = {}, {}
     for checkpoint in [args.checkpoint] + ([args.compare] if args.compare else []):
         trained = load_model(checkpoint)

@@ -41,11 +41,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gea_graph.cli.paths import refuse_overlap
     from gea_graph.cli.predict import load_models, resolve_device
     from gea_graph.inference.evaluate import evaluate, summary_lines
     from gea_graph.io import ensure_folder, write_json
 
-    models = load_models(args.checkpoints, None, resolve_device(args.device))
+    refuse_overlap({"the checkpoint": args.checkpoints}, {"--out": args.out})
+    models = load_models(args.checkpoints, resolve_device(args.device))
     result = evaluate(models, args.dataset, args.split, args.root, args.batch_size)
     ensure_folder(Path(args.out).parent)
     write_json(args.out, result)

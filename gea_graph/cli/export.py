@@ -23,9 +23,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from gea_graph.cli.paths import refuse_overlap
     from gea_graph.inference import load_model
     from gea_graph.inference.export import check_replay, export_model, save_export
 
+    refuse_overlap({"the checkpoint": args.checkpoint}, {"--out": args.out})
     trained = load_model(args.checkpoint)
     program, metadata = export_model(trained)
     worst = check_replay(program, trained, [i["name"] for i in metadata["inputs"]])

@@ -77,6 +77,13 @@ def perf_group(value: Any, where: str = "") -> str:
 
 def selfcheck_name(value: Any, where: str = "") -> str:
     r"""A check of ``gea-graph selfcheck`` (``--list``)."""
-    from gea_graph.bench.selfcheck import CHECKS
+    from gea_graph.selfcheck import CHECKS
 
     return choice(value, where, list(CHECKS))
+
+
+def external_reduction(value: Any, where: str = "") -> str:
+    r"""A per-atom score of GEA's attention (:data:`gea_graph.viz.scores.EXTERNAL_REDUCTIONS`)."""
+    from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
+
+    return choice(value, where, EXTERNAL_REDUCTIONS)

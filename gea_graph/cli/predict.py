@@ -9,9 +9,11 @@ keeps its row with empty predictions and the reason in ``error``; the exit code 
 from __future__ import annotations
 
 import argparse
+import os
 
 from gea_graph import checks
 from gea_graph.cli import arg, names, positive_int
+from gea_graph.cli.paths import refuse_overlap
 
 _EPILOG = """\
 examples:
@@ -34,12 +36,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("checkpoints", nargs="*", type=arg(checks.input_file), metavar="CKPT",
                         help="training checkpoints (several: an ensemble), e.g. RUN/checkpoints/best.ckpt")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--smiles", nargs="+", type=arg(checks.text), metavar="S", help="molecules to predict")
+    source.add_argument("--smiles", nargs="+", type=arg(checks.smiles_text), metavar="S", help="molecules to predict")
     source.add_argument("--csv", type=arg(checks.input_file), metavar="FILE", help="a CSV file (.csv or .csv.gz) with a SMILES column")
     source.add_argument("--dataset", type=arg(names.dataset_name), metavar="NAME", help="a built-in dataset (with --split), read from "
                         "$GEA_GRAPH_DATA (else ./datasets), never from a checkpoint's recipe")
-    parser.add_argument("--smiles-column", type=arg(checks.text), metavar="COL", help="the SMILES column of --csv")
-    parser.add_argument("--id-column", type=arg(checks.text), metavar="COL", help="a column of --csv copied to the output as each row's id "
+    parser.add_argument("--smiles-column", type=arg(checks.column), metavar="COL", help="the SMILES column of --csv")
+    parser.add_argument("--id-column", type=arg(checks.column), metavar="COL", help="a column of --csv copied to the output as each row's id "
                         "(default: the row number, column 'row')")
     parser.add_argument("--split", type=arg(names.split_name), metavar="SPLIT", help="the split of --dataset (e.g. test)")
     parser.add_argument("--out", type=arg(checks.output_file), metavar="preds.csv", help="the output CSV file")
@@ -76,14 +78,20 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def load_models(checkpoints: list[str], bench: list[str] | None, device: str) -> list:
-    r"""The models of the CKPT arguments and of ``--bench DIR RECIPE``, on :obj:`device`."""
-    from gea_graph.inference import load_model
+def checkpoint_paths(checkpoints: list[str], bench: list[str] | None) -> list[str]:
+    r"""The CKPT arguments and the checkpoints of ``--bench DIR RECIPE``."""
     from gea_graph.inference.predict import bench_checkpoints
 
     paths = list(checkpoints) + (bench_checkpoints(*bench) if bench else [])
     if not paths:
         raise ValueError("give at least one checkpoint (CKPT ...) or --bench DIR RECIPE")
+    return paths
+
+
+def load_models(paths: list[str], device: str) -> list:
+    r"""The models of the checkpoints :obj:`paths`, on :obj:`device`."""
+    from gea_graph.inference import load_model
+
     return [load_model(path, map_location="cpu").to(device) for path in paths]
 
 
@@ -111,9 +119,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--ogb-submission needs --dataset pcqm4mv2 --split test-dev (or test-challenge)")
     if args.out is None and args.ogb_submission is None:
         raise ValueError("--out preds.csv is required (the output file)")
+    out = args.out
+    if out is None:  # a submission only: the per-row table goes beside it
+        out = os.path.join(args.ogb_submission, f"preds-{args.split}.csv")
+    paths = checkpoint_paths(args.checkpoints, args.bench)
+    submission = None if args.ogb_submission is None else \
+        os.path.join(args.ogb_submission, f"y_pred_pcqm4m-v2_{args.split}.npz")  # OGB's name for it
+    refuse_overlap({"the checkpoint": paths, "--csv": args.csv},
+                   {"--out": out, "--embeddings": args.embeddings, "--ogb-submission": submission})
     from gea_graph.data.featurizers import SizeBounds
     bounds = SizeBounds(**{k: v for k, v in (("max_nodes", args.max_nodes), ("max_edges", args.max_edges)) if v})
-    models = load_models(args.checkpoints, args.bench, resolve_device(args.device))
+    models = load_models(paths, resolve_device(args.device))
     if args.smiles is not None:
         source = smiles_source(args.smiles, models, bounds)
     elif args.csv is not None:
@@ -128,11 +144,6 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--ogb-submission: OGB takes submissions for test-dev ({PCQM4MV2_SUBMISSION_SIZES['test-dev']:,}"
                              f" graphs) and test-challenge ({PCQM4MV2_SUBMISSION_SIZES['test-challenge']:,}); split "
                              f"{args.split!r} here has {source.total:,} graphs")
-    out = args.out
-    if out is None:  # a submission only: the per-row table goes beside it
-        from pathlib import Path
-
-        out = str(Path(args.ogb_submission) / f"preds-{args.split}.csv")
     summary = predict_to_files(models, source, out, args.batch_size, args.embeddings, args.individual,
                                args.strict, keep_values=args.ogb_submission is not None)
     written = [out] + ([args.embeddings] if args.embeddings else [])

@@ -1,6 +1,6 @@
 r"""``gea-graph selfcheck [--device auto|cpu|cuda] [--quick]``: does this machine train our models correctly?
 
-Runs the checks of :mod:`gea_graph.bench.selfcheck` (about a minute) and prints a pass/fail table with the device,
+Runs the checks of :mod:`gea_graph.selfcheck` (about a minute) and prints a pass/fail table with the device,
 driver, library versions and peak memory: forward and backward of every model family, deterministic algorithms for
 every loss, the ``GraphLoader`` with pinned memory and workers, bf16 autocast against fp32, ``torch.compile`` of the
 GEAET layer, a checkpoint made on the device reloaded on a CPU, a 2-process DDP run against 1 process (gloo on
@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.bench.selfcheck import (
+    from gea_graph.selfcheck import (
         CHECKS,
         FAIL,
         environment,

@@ -11,6 +11,7 @@ global one, shared out among the processes.
 from __future__ import annotations
 
 import argparse
+import os
 
 from gea_graph import checks
 from gea_graph.cli import arg, names, positive_int
@@ -30,6 +31,8 @@ def add_common_trainer_args(parser: argparse.ArgumentParser) -> None:
                         help="Lightning strategy, e.g. ddp (default: auto)")
     parser.add_argument("--threads", type=arg(checks.positive_int, high=MAX_THREADS), default=None,
                         help="CPU threads of torch per process (default: torch's; 1 is much faster on a busy CPU)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also show Lightning's start-up banners and its warnings about its own code")
 
 
 def devices_text(devices: int | list[int] | str) -> str:
@@ -59,9 +62,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gea_graph.train import RunPaused, fit, load_recipe, resolve_recipe
-    from gea_graph.train.recipe import recipe_source
-    from gea_graph.train.run import PAUSED_EXIT_CODE
+    from gea_graph.cli.paths import refuse_overlap
+    from gea_graph.train.logs import METRICS_FILE
+    from gea_graph.train.recipe import load_recipe, recipe_source, resolve_recipe
+    from gea_graph.train.run import PAUSED_EXIT_CODE, RunPaused, fit
+    from gea_graph.train.run_dir import RECIPE_FILE, RESULT_FILE
 
     if args.threads is not None:
         import torch
@@ -73,11 +78,14 @@ def run(args: argparse.Namespace) -> int:
     recipe = load_recipe(path, args.overrides)
     seed = recipe.trainer.seeds[0] if args.seed is None else args.seed
     out = args.out or f"runs/{recipe.name}/seed{seed}"
+    written = [os.path.join(out, name) for name in (RECIPE_FILE, RESULT_FILE, METRICS_FILE)]
+    refuse_overlap({"the recipe": path}, {"--out": written + [os.path.join(out, "checkpoints", name)
+                                                              for name in ("best.ckpt", "last.ckpt")]})
     try:
         fit(recipe, out, seed=seed, resume=args.resume, accelerator=args.accelerator,
             devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
             max_time=args.max_time, tensorboard=args.tensorboard, progress=not args.no_progress,
-            stop_after=args.stop_after)
+            stop_after=args.stop_after, banners=args.verbose)
     except RunPaused as paused:
         print(f"gea-graph train: {paused}", flush=True)
         return PAUSED_EXIT_CODE

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from gea_graph import checks
 from gea_graph.cli import arg, names, positive_int
-from gea_graph.viz.scores import EXTERNAL_REDUCTIONS
 
 if TYPE_CHECKING:
     from rdkit import Chem
@@ -72,7 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="one head (0-based) instead of the mean over heads",
     )
     parser.add_argument(
-        "--reduction", choices=EXTERNAL_REDUCTIONS, default="received", help="GEA per-atom score"
+        "--reduction", type=arg(names.external_reduction), default="received",
+        help="GEA per-atom score: received, max or sharpness (default: received)"
     )
     parser.add_argument(
         "--cmap", type=arg(checks.colour_map), default="Reds", help="matplotlib colour map (default: Reds)"
@@ -93,10 +93,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gea_graph.cli.paths import refuse_overlap
     from gea_graph.inference import load_model
     from gea_graph.viz.draw import format_from_path
     from gea_graph.viz.pictures import attention_picture
 
+    refuse_overlap({"the checkpoint": args.checkpoint}, {"--out": args.out, "--scores": args.scores})
     fmt = format_from_path(args.out)
     trained = load_model(args.checkpoint)
     if args.smiles:  # featurised as the model's training set was (its feature mode and PE spec)

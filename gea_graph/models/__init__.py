@@ -3,32 +3,49 @@ r"""Whole networks assembled from :mod:`gea_graph.nn` by a typed config.
 >>> from gea_graph.models import ModelConfig, build_model
 >>> model = build_model(ModelConfig(family="geaet", task="graph_regression", out_channels=1,
 ...                                 hidden=64, layers=4))                      # doctest: +SKIP
+
+The configs import nothing heavy; the networks (and with them PyG) are imported when first used, so that reading a
+recipe does not import PyG.
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from gea_graph.models.config import FAMILIES, TASKS, GraphormerConfig, ModelConfig, PEConfig
-from gea_graph.models.introspect import find_layers
-from gea_graph.models.networks import (
-                                       GEAETModel,
-                                       GraphModel,
-                                       GraphormerModel,
-                                       MPNNModel,
-                                       build_model,
-                                       count_parameters,
-)
-from gea_graph.models.pyg_peers import PyGGINE, PyGGPS
+
+#: Public name -> the module of this package that defines it (imported on first use).
+_WHERE = {
+    "GEAETModel": "networks", "GraphModel": "networks", "GraphormerModel": "networks", "MPNNModel": "networks",
+    "build_model": "networks", "count_parameters": "networks", "find_layers": "introspect",
+    "PyGGINE": "pyg_peers", "PyGGPS": "pyg_peers",
+}
 
 __all__ = [
-                                       "FAMILIES",
-                                       "TASKS",
-                                       "GEAETModel",
-                                       "GraphModel",
-                                       "GraphormerConfig",
-                                       "GraphormerModel",
-                                       "MPNNModel",
-                                       "ModelConfig",
-                                       "PEConfig",
-                                       "PyGGINE",
-                                       "PyGGPS",
-                                       "build_model",
-                                       "count_parameters",
-                                       "find_layers",
+    "FAMILIES",
+    "TASKS",
+    "GEAETModel",
+    "GraphModel",
+    "GraphormerConfig",
+    "GraphormerModel",
+    "MPNNModel",
+    "ModelConfig",
+    "PEConfig",
+    "PyGGINE",
+    "PyGGPS",
+    "build_model",
+    "count_parameters",
+    "find_layers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"gea_graph.models.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gea_graph.models' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

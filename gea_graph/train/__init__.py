@@ -2,59 +2,64 @@ r"""Training: recipes, the LightningModule, metrics, and one run (:func:`fit`) w
 
 >>> from gea_graph.train import load_recipe, fit
 >>> result = fit(load_recipe("geaet-zinc-quick", ["trainer.max_epochs=2"]), "runs/quick")   # doctest: +SKIP
+
+The names below are imported when first used, so that reading a recipe (``gea-graph info``) does not import
+Lightning.
 """
-from gea_graph.train.metrics import HIGHER_IS_BETTER, LinkRanking, LinkTargets
-from gea_graph.train.module import GraphTask, cosine_with_warmup, polynomial_with_warmup
-from gea_graph.train.recipe import (
-                                    DataConfig,
-                                    OptimConfig,
-                                    PaperConfig,
-                                    Recipe,
-                                    RecipeError,
-                                    TrainerConfig,
-                                    available_recipes,
-                                    load_recipe,
-                                    recipe_from_dict,
-                                    resolve_recipe,
-)
-from gea_graph.train.run import (
-                                    AtomicCheckpointIO,
-                                    CheckpointError,
-                                    CheckpointWriteError,
-                                    RunLockError,
-                                    RunPaused,
-                                    check_run_dir,
-                                    fit,
-                                    load_checkpoint,
-                                    read_metrics,
-                                    read_result,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module of this package that defines it.
+_WHERE = {
+    "HIGHER_IS_BETTER": "metrics", "LinkRanking": "metrics", "LinkTargets": "metrics",
+    "GraphTask": "module", "cosine_with_warmup": "module", "polynomial_with_warmup": "module",
+    "DataConfig": "recipe", "OptimConfig": "recipe", "PaperConfig": "recipe", "Recipe": "recipe",
+    "RecipeError": "recipe", "TrainerConfig": "recipe", "available_recipes": "recipe", "load_recipe": "recipe",
+    "recipe_from_dict": "recipe", "resolve_recipe": "recipe",
+    "AtomicCheckpointIO": "run", "CheckpointError": "run", "CheckpointWriteError": "run", "RunPaused": "run",
+    "fit": "run", "load_checkpoint": "run",
+    "RunLockError": "lock", "read_metrics": "logs", "check_run_dir": "run_dir", "read_result": "run_dir",
+}
 
 __all__ = [
-                                    "HIGHER_IS_BETTER",
-                                    "AtomicCheckpointIO",
-                                    "CheckpointError",
-                                    "CheckpointWriteError",
-                                    "DataConfig",
-                                    "GraphTask",
-                                    "LinkRanking",
-                                    "LinkTargets",
-                                    "OptimConfig",
-                                    "PaperConfig",
-                                    "Recipe",
-                                    "RecipeError",
-                                    "RunLockError",
-                                    "RunPaused",
-                                    "TrainerConfig",
-                                    "available_recipes",
-                                    "check_run_dir",
-                                    "cosine_with_warmup",
-                                    "fit",
-                                    "load_checkpoint",
-                                    "load_recipe",
-                                    "polynomial_with_warmup",
-                                    "read_metrics",
-                                    "read_result",
-                                    "recipe_from_dict",
-                                    "resolve_recipe",
+    "HIGHER_IS_BETTER",
+    "AtomicCheckpointIO",
+    "CheckpointError",
+    "CheckpointWriteError",
+    "DataConfig",
+    "GraphTask",
+    "LinkRanking",
+    "LinkTargets",
+    "OptimConfig",
+    "PaperConfig",
+    "Recipe",
+    "RecipeError",
+    "RunLockError",
+    "RunPaused",
+    "TrainerConfig",
+    "available_recipes",
+    "check_run_dir",
+    "cosine_with_warmup",
+    "fit",
+    "load_checkpoint",
+    "load_recipe",
+    "polynomial_with_warmup",
+    "read_metrics",
+    "read_result",
+    "recipe_from_dict",
+    "resolve_recipe",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"gea_graph.train.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gea_graph.train' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -20,8 +20,7 @@ from typing import Any, Union
 import yaml
 
 from gea_graph import checks
-from gea_graph.models import ModelConfig
-from gea_graph.train.memory import TRIM_EVERY
+from gea_graph.models.config import ModelConfig
 
 RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
 #: Version of the recipe schema (the sections and keys below). A checkpoint records it: a change that makes old
@@ -47,7 +46,7 @@ RANGES: dict[str, tuple[float, float] | tuple[float, float, str] | str] = {
     "optim.end_lr": (0, 10), "optim.power": (0, 100, "open"), "optim.factor": (0, 1, "open"),
     "optim.patience": (0, 10 ** 6), "optim.min_lr": (0, 10), "optim.clip": (0, 10 ** 6, "open"),
     "trainer.max_epochs": (1, 10 ** 6), "trainer.batch_size": (1, 2 ** 20), "trainer.eval_batch_size": (1, 2 ** 20),
-    "trainer.seeds": (0, checks.MAX_SEED), "trainer.max_time": (0, 10 ** 6, "open"),
+    "trainer.seeds": (0, checks.MAX_SEED), "trainer.max_time": (0, checks.MAX_MINUTES, "open"),
     "trainer.num_workers": (0, 1024), "trainer.log_every_n_steps": (1, 10 ** 9),
     "trainer.release_memory_every": (1, 10 ** 9), "trainer.release_memory_above": (1, 2 ** 30),
     "model.out_channels": (1, 2 ** 20), "model.hidden": (1, 2 ** 16), "model.layers": (1, 1000),
@@ -288,7 +287,7 @@ class TrainerConfig:
     log_every_n_steps: int = 50
     compile: bool | str = False
     eval_train: bool = False
-    release_memory_every: int | None = TRIM_EVERY
+    release_memory_every: int | None = 16  # gea_graph.train.memory.TRIM_EVERY (imports Lightning)
     release_memory_above: float | None = None
 
     def __post_init__(self) -> None:

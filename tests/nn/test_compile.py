@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch._dynamo as dynamo
 
-from gea_graph.bench.selfcheck import ring_batch
 from gea_graph.nn import ExternalAttention, GEAETLayer, GEANet, GraphormerLayer
 from gea_graph.nn.attention import from_dense, to_dense
 from gea_graph.nn.mpnn import GCNLayer
+from gea_graph.selfcheck import ring_batch
 
 
 def _batch(sizes, d=16, seed=0):

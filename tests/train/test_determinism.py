@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gea_graph.bench.selfcheck import CudaNondeterminismAudit, deterministic_algorithms
+from gea_graph.selfcheck import CudaNondeterminismAudit, deterministic_algorithms
 from gea_graph.train import fit, recipe_from_dict
 from gea_graph.train.metrics import LOSSES, LinkTargets, cross_entropy, loss_fn
 

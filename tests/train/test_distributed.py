@@ -21,7 +21,7 @@ from gea_graph.nn import DistributedBatchNorm
 from gea_graph.train import GraphTask, load_checkpoint, load_recipe
 from gea_graph.train.data import EpochSampler, ShardedBatchSampler, load_datasets, make_loader
 from gea_graph.train.metrics import metric_input, prepare
-from gea_graph.train.run import resolve_precision
+from gea_graph.train.policy import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -255,7 +255,7 @@ def test_devices_without_a_strategy_and_a_batch_that_does_not_divide(zinc, share
 
 
 def test_workers_by_default_only_where_a_gpu_waits_for_data(monkeypatch):
-    from gea_graph.train.run import default_workers
+    from gea_graph.train.policy import default_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert default_workers(cuda=True, processes_per_node=1) == 2  # gather and pin the next batches meanwhile
@@ -278,3 +278,54 @@ def test_a_run_made_before_the_new_trainer_keys_still_resumes(tmp_path):
     deterministic = recipe_from_dict({**FAKE, "trainer": {**FAKE["trainer"], "deterministic": True}}, name="fake")
     with pytest.raises(RecipeError, match="trainer.deterministic: False -> True"):
         check_run_dir(tmp_path, deterministic)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the DDP worker through /proc")
+def test_a_killed_ddp_process_ends_the_run_in_one_line_naming_resume(tmp_path):
+    # Issue 49, R7: `gea-graph train --devices 2` on CPU, its second process killed after the first checkpoint: the
+    # launcher ends with one line that names --resume (not gloo's traceback), and --resume then finishes the run.
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    argv = ["train", "gin-tree-r2", "model.hidden=8", "model.layers=1", "data.subset=256", "trainer.max_epochs=20",
+            "--out", str(out), "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", "--threads", "1",
+            "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "gea_graph", *argv], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killed = False
+    while proc.poll() is None and not killed:
+        time.sleep(0.2)
+        if (out / "checkpoints" / "last.ckpt").exists():
+            for pid in _children(proc.pid):
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"LOCAL_RANK=1" in environ:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+    _, stderr = proc.communicate()
+    assert killed, stderr[-3000:]
+    assert proc.returncode == 2, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("gea-graph train: error: a training process of this 2-process run ended"), stderr[-3000:]
+    assert "--resume" in last and "Traceback" not in stderr and "[rank0]" not in stderr, stderr[-3000:]
+
+    # the guarded feature: the same command with --resume finishes the run
+    resumed = run_cli([*argv, "--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((out / "result.json").read_text())["world_size"] == 2

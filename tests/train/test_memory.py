@@ -132,7 +132,7 @@ def test_release_memory_every_must_be_a_positive_step_count(every):
 
 
 def test_release_memory_settings_are_resumable_and_leave_the_digest():
-    from gea_graph.train.run import recipe_changes, recipe_digest
+    from gea_graph.train.run_dir import recipe_changes, recipe_digest
 
     base = recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake").to_dict()
     raw = json.loads(json.dumps(FAKE))

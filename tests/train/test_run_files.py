@@ -15,7 +15,7 @@ import yaml
 
 from gea_graph.cli import main
 from gea_graph.train import read_result
-from gea_graph.train.run import run_lock
+from gea_graph.train.lock import run_lock
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = {

@@ -19,10 +19,10 @@ from torchmetrics.functional import average_precision
 from gea_graph.bench.runner import plan
 from gea_graph.train import RecipeError, RunLockError, fit, read_metrics, recipe_from_dict
 from gea_graph.train.data import check_splits
+from gea_graph.train.lock import run_lock
 from gea_graph.train.metrics import make_metric
 from gea_graph.train.module import labelled
 from gea_graph.train.recipe import dump_recipe
-from gea_graph.train.run import run_lock
 
 from .helpers import StopAfter
 
@@ -101,7 +101,7 @@ def test_one_process_per_run_directory(tmp_path):
 
 def test_a_second_process_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "run"
-    code = ("import sys; from gea_graph.train.run import run_lock\n"
+    code = ("import sys; from gea_graph.train.lock import run_lock\n"
             f"with run_lock({str(out)!r}):\n    print('locked', flush=True); sys.stdin.read()")
     holder = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gea_graph.bench import selfcheck
-from gea_graph.bench.selfcheck import CHECKS, SkipCheck, register_check
+from gea_graph import selfcheck
 from gea_graph.cli import main
+from gea_graph.selfcheck import CHECKS, SkipCheck, register_check
 
 REPO = Path(__file__).resolve().parents[2]
 
