@@ -31,7 +31,7 @@ from gea_graph import checks
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
-SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
+SUBCOMMANDS = ("data", "train", "bench", "sweep", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
                "selfcheck")
 
 

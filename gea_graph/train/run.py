@@ -61,7 +61,7 @@ METRICS_FILE = "metrics.csv"
 RECIPE_FILE = "recipe.yaml"
 LOCK_FILE = ".lock"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
-RESUMABLE_CHANGES = ("name", "description", "paper", "trainer.max_time", "trainer.num_workers",
+RESUMABLE_CHANGES = ("name", "description", "paper", "sweep", "trainer.max_time", "trainer.num_workers",
                      "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.eval_train",
                      "trainer.release_memory_every", "trainer.release_memory_above",
                      "model.attn_impl")
