@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--storage", type=arg(checks.text), default=None, metavar="URL",
                         help="shared Optuna storage, e.g. postgresql://user:password@host/db (default: "
                              "$GEA_GRAPH_STORAGE, else DIR/optuna.db)")
-    parser.add_argument("--study", type=arg(checks.name), default=None, metavar="NAME",
+    parser.add_argument("--study", type=arg(checks.text), default=None, metavar="NAME",
                         help="study name (default: the name of DIR; required with --storage)")
     parser.add_argument("--seed", type=arg(checks.seed), default=None, help="seed of the sampler")
     parser.add_argument("--space", type=arg(checks.input_file), default=None, metavar="FILE.yaml",

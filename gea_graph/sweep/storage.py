@@ -53,11 +53,8 @@ def mask(url: str | None) -> str | None:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001
         return "***" if "@" in url else url
-    if parsed.password:
-        parsed = parsed.set(password="***")
     query = {k: ("***" if k.lower() in SECRET_QUERY_KEYS else v) for k, v in parsed.query.items()}
-    text = parsed.set(query=query).render_as_string(hide_password=False)
-    return text
+    return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
 
 
 def scrub(text: str, url: str | None) -> str:
@@ -65,8 +62,11 @@ def scrub(text: str, url: str | None) -> str:
     if not url:
         return text
     text = text.replace(url, mask(url) or "")
+    from urllib.parse import quote, quote_plus
+
     for secret in _secrets(url):
-        text = text.replace(secret, "***")
+        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+            text = text.replace(form, "***")
     return text
 
 
@@ -80,7 +80,8 @@ def open_storage(url: str, heartbeat: float, retries: int = 3) -> RDBStorage:
     heartbeats is failed, and retried with its parameters up to :obj:`retries` times
     (:class:`~optuna.storages.RetryHeartbeatStaleTrialCallback`, Optuna 5's name of ``RetryFailedTrialCallback``). Connects at once: a wrong or unreachable URL raises
     :class:`StorageError` (no secret in it)."""
-    engine = {"pool_pre_ping": True}
+    given, url = url, with_driver(url)
+    engine: dict = {"pool_pre_ping": True}
     if url.startswith("sqlite"):
         # several workers on one file: wait for the writer's lock rather than fail ("database is locked")
         engine = {"connect_args": {"timeout": 120}}
@@ -94,7 +95,20 @@ def open_storage(url: str, heartbeat: float, retries: int = 3) -> RDBStorage:
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries))
     except Exception as err:  # noqa: BLE001 -- SQLAlchemy and the drivers raise their own types
         reason = " ".join(str(err).split("\n(Background on this error")[0].split())
-        raise StorageError(scrub(f"cannot open the storage {url}: {type(err).__name__}: {reason}", url)) from None
+        raise StorageError(scrub(scrub(f"cannot open the storage {given}: {type(err).__name__}: {reason}", given),
+                                 url)) from None
+
+
+def with_driver(url: str) -> str:
+    r""":obj:`url` with an installed PostgreSQL driver named: SQLAlchemy 2.1 reads a bare ``postgresql://`` as
+    psycopg 3; where only psycopg2 (``psycopg2-binary``) is installed, the URL gets ``+psycopg2``."""
+    import importlib.util
+
+    if not url.startswith("postgresql://") or importlib.util.find_spec("psycopg") is not None:
+        return url
+    if importlib.util.find_spec("psycopg2") is None:
+        return url
+    return "postgresql+psycopg2://" + url[len("postgresql://"):]
 
 
 def storage_url(given: str | None, out: Path) -> tuple[str, bool]:
