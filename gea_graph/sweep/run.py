@@ -28,7 +28,7 @@ from gea_graph.sweep.storage import (
     open_storage,
     storage_url,
 )
-from gea_graph.sweep.study import SETTINGS_ATTR, Settings, Target, check_settings, plan_targets
+from gea_graph.sweep.study import SETTINGS_ATTR, Settings, Target, check_settings, open_study, plan_targets
 from gea_graph.sweep.worker import work
 from gea_graph.train.recipe import load_recipe
 
@@ -107,7 +107,9 @@ def run_sweep(specs: Sequence[str], out: os.PathLike, opts: SweepOptions, log: C
     session = info["invocations"][-1]
     try:
         if opts.jobs > 1:
-            healthy = _run_workers(specs, out, study, url, opts, targets, log)
+            for target in targets:  # created once here, then joined by the workers
+                open_study(storage, target, settings, opts.seed)
+            healthy = _run_workers(specs, out, study, None if embedded else url, opts, targets, log)
         else:
             healthy = work(storage, targets, settings, out, opts.seed, opts.overrides, log=log)
         studies = [(t, optuna.load_study(study_name=t.study_name, storage=storage)) for t in targets]
@@ -141,10 +143,10 @@ def _record(previous: dict | None, out: Path, study: str, where: str, targets: S
     return info
 
 
-def _run_workers(specs: Sequence[str], out: Path, study: str, url: str, opts: SweepOptions,
+def _run_workers(specs: Sequence[str], out: Path, study: str, url: str | None, opts: SweepOptions,
                  targets: Sequence[Target], log: Callable[[str], None]) -> bool:
-    r"""Starts ``opts.jobs`` worker processes (``gea-graph sweep ... --worker``; the storage URL passes in the
-    environment, never on a command line) and waits for them."""
+    r"""Starts ``opts.jobs`` worker processes (``gea-graph sweep ... --worker``; a shared storage's URL passes in
+    the environment, never on a command line) and waits for them."""
     from gea_graph.train.data import load_datasets
 
     for target in targets:  # built once here, not by the workers at the same moment
@@ -159,7 +161,9 @@ def _run_workers(specs: Sequence[str], out: Path, study: str, url: str, opts: Sw
     for item in opts.overrides:
         cmd += ["--set", item]
     env = child_env()
-    env[STORAGE_ENV] = url
+    env.pop(STORAGE_ENV, None)
+    if url is not None:  # a shared storage; without it, each worker opens DIR's embedded store
+        env[STORAGE_ENV] = url
     if opts.threads is not None:
         env.update(OMP_NUM_THREADS=str(opts.threads), MKL_NUM_THREADS=str(opts.threads))
     procs = [subprocess.Popen(cmd, env=env) for _ in range(opts.jobs)]
