@@ -11,6 +11,8 @@ values) with ``***``, and :func:`scrub` takes the secret out of any message an e
 from __future__ import annotations
 
 import os
+import random
+import time
 import warnings
 from pathlib import Path
 
@@ -78,8 +80,8 @@ def embedded_url(out: Path) -> str:
 def open_storage(url: str, heartbeat: float, retries: int = 3) -> RDBStorage:
     r"""Optuna's storage at :obj:`url` with heartbeats every :obj:`heartbeat` seconds: a trial silent for three
     heartbeats is failed, and retried with its parameters up to :obj:`retries` times
-    (:class:`~optuna.storages.RetryHeartbeatStaleTrialCallback`, Optuna 5's name of ``RetryFailedTrialCallback``). Connects at once: a wrong or unreachable URL raises
-    :class:`StorageError` (no secret in it)."""
+    (:class:`~optuna.storages.RetryHeartbeatStaleTrialCallback`, Optuna 5's name of ``RetryFailedTrialCallback``).
+    Connects at once: a wrong or unreachable URL raises :class:`StorageError` (no secret in it)."""
     given, url = url, with_driver(url)
     engine: dict = {"pool_pre_ping": True}
     if url.startswith("sqlite"):
@@ -87,16 +89,24 @@ def open_storage(url: str, heartbeat: float, retries: int = 3) -> RDBStorage:
         engine = {"connect_args": {"timeout": 120}}
     elif url.startswith("postgresql"):
         engine["connect_args"] = {"connect_timeout": 10}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)  # heartbeats have been "experimental" since 2.x
-            return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
-                              grace_period=max(3, round(3 * heartbeat)),
-                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries))
-    except Exception as err:  # noqa: BLE001 -- SQLAlchemy and the drivers raise their own types
-        reason = " ".join(str(err).split("\n(Background on this error")[0].split())
-        raise StorageError(scrub(scrub(f"cannot open the storage {given}: {type(err).__name__}: {reason}", given),
-                                 url)) from None
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)  # heartbeats have been "experimental" since 2.x
+                return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
+                                  grace_period=max(3, round(3 * heartbeat)),
+                                  heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries))
+        except Exception as err:  # noqa: BLE001 -- SQLAlchemy and the drivers raise their own types
+            # Workers started at the same moment on a fresh database race to create Optuna's tables: the loser
+            # sees "already exists" (PostgreSQL: a unique violation on the type), and finds them made a moment later.
+            racing = type(err).__name__ in ("IntegrityError", "ProgrammingError") or "already exists" in str(err)
+            if racing and attempt < 4:
+                time.sleep(0.5 + random.random())
+                continue
+            reason = " ".join(str(err).split("\n(Background on this error")[0].split())
+            raise StorageError(scrub(scrub(f"cannot open the storage {given}: {type(err).__name__}: {reason}",
+                                           given), url)) from None
+    raise AssertionError("unreachable")
 
 
 def with_driver(url: str) -> str:

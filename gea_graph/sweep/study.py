@@ -102,6 +102,8 @@ def check_settings(storage: optuna.storages.BaseStorage, study: str, targets: Se
         if not name.startswith(f"{study}:"):
             continue
         stored = summary.user_attrs.get(SETTINGS_ATTR)
+        if stored is None and not storage.get_n_trials(storage.get_study_id_from_name(name)):
+            continue  # another worker is creating it at this moment (its settings follow)
         if not isinstance(stored, dict):
             raise StudyMismatchError(f"the storage holds a study {name!r} that no gea-graph sweep made; choose "
                                      f"another --study")
