@@ -190,7 +190,10 @@ def _confirm(best: dict[str, Path], targets: Sequence[Target], out: Path, opts: 
     paths = [str(best[t.name]) for t in targets if t.name in best]
     if not paths:
         return False
-    command = f"{opts.command} (confirmation)" if opts.command else None
+    command = (f"gea-graph bench --recipes {','.join(paths)} --seeds {','.join(map(str, opts.confirm))} "
+               f"--out {out / CONFIRM_DIR} --jobs {opts.jobs}"
+               + (f" --max-time {opts.max_time:g}" if opts.max_time is not None else "")
+               + (f" --threads {opts.threads}" if opts.threads is not None else ""))
     runs = run_bench(paths, out / CONFIRM_DIR, seeds=list(opts.confirm), max_time=opts.max_time,
                      jobs=opts.jobs, threads=opts.threads, command=command, log=log)
     return not missing and all(r.status == "complete" for r in runs)

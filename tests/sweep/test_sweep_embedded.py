@@ -78,6 +78,40 @@ def test_embedded_sweep_reruns_jobs_outputs_report_and_confirm(tmp_path, tiny, s
     assert main(["sweep", str(out), "--report"]) == 0
     assert trials_csv(out) == rows and "## Tuned comparison" in (out / "sweep.md").read_text()
 
+    # the results page's section "Tuned at equal budget", rendered from this real sweep
+    page = tmp_path / "docs" / "results.md"
+    assert make_results().main(["--sweep", str(out), "--out", str(page)]) == 0
+    text = page.read_text()
+    section = text[text.index("## Tuned at equal budget"):text.index("## GPU reproduction queue")]
+    assert f"Made by `{info['command']}`" in section and "confirmation: `gea-graph bench --recipes " in section
+    assert "- machine: " in section and f"commit {info['machine']['commit']}" in section
+    assert "- load average (1 min" in section and "3 finished trials per recipe" in section
+    assert (f"| tiny | 3 / 0 / 0 | {max(t.value for t in study.trials):.4f} (accuracy) | {confirm['params']:,} | 7 | "
+            f"{confirm['epochs']} | {confirm['val']:.4f} ± 0.0000 | {confirm['test']:.4f} ± 0.0000 |") in section
+    assert (page.parent / "results" / "sweep-sweep-history-tiny.png").is_file()
+    assert f"--sweep {out}" in text
+
+
+def make_results():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "make_results.py"
+    spec = importlib.util.spec_from_file_location("make_results", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_results_section_gives_the_command_to_run_before_any_sweep(tmp_path):
+    page = tmp_path / "results.md"
+    assert make_results().main(["--out", str(page)]) == 0
+    text = page.read_text()
+    assert "## Tuned at equal budget" in text and "Not yet measured. Run, on a quiet machine, `gea-graph sweep " \
+        "gatedgcn-zinc-cpu,gatedgcn-geanet-zinc-cpu,gps-zinc-cpu,geaet-zinc-cpu" in text
+
 
 def test_other_settings_or_seeds_are_refused_before_anything_is_written(tmp_path, tiny, sweep_env):
     from gea_graph.cli import main
