@@ -591,21 +591,21 @@ def sweep_lines(sweep: Sweep, page: Path) -> list[str]:
     lines = [f"Made by `{info.get('command')}` (output folder `{_rel(sweep.path, page)}`"
              + (f"; confirmation: `{sweep.confirm.info.get('command')}`" if sweep.confirm else "") + ").", "",
              f"- machine: {device_label(machine)}; {machine.get('platform', '')}",
-             f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
-             f"{machine.get('torch_geometric')}, gea-graph commit{'s' if len(commits) > 1 else ''} "
-             f"{', '.join(str(c) for c in commits)}",
+             (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
+              f"{machine.get('torch_geometric')}, gea-graph commit{'s' if len(commits) > 1 else ''} "
+              f"{', '.join(str(c) for c in commits)}"),
              f"- study `{info.get('study')}` ({info.get('storage')}): {info.get('trials')} finished trials per recipe, "
              f"{f'{cap:g} min' if cap else 'no cap'} per trial, "
              + (f"at most {info['max_params']:,} parameters" if info.get("max_params") else "no parameter cap")
              + f", sampler {info.get('sampler')}, pruner {info.get('pruner')}, {info.get('jobs')} trial(s) at a time",
-             f"- dates: {sessions[0]['start'] if sessions else '?'} to "
-             f"{(sessions[-1].get('end') if sessions else None) or 'unfinished'}",
+             (f"- dates: {sessions[0]['start'] if sessions else '?'} to "
+              f"{(sessions[-1].get('end') if sessions else None) or 'unfinished'}"),
              _sweep_loads(sweep), ""]
     confirmed = {}
     for run in (sweep.confirm.runs if sweep.confirm else []):
         confirmed.setdefault(run["recipe"].removesuffix("-tuned"), []).append(run)
-    lines += ["| recipe | trials (complete / pruned / failed) | best val of the search | params | confirmation "
-              "seeds | epochs | val | test |", "|---|---|---|---|---|---|---|---|"]
+    lines += [("| recipe | trials (complete / pruned / failed) | best val of the search | params | confirmation "
+               "seeds | epochs | val | test |"), "|---|---|---|---|---|---|---|---|"]
     means: dict[str, float] = {}
     for name in info.get("recipes") or {}:
         own = [r for r in sweep.trials if r["recipe"] == name]
@@ -650,8 +650,8 @@ def sweep_section(sweeps: list[Sweep], page: Path) -> list[str]:
     r"""The page's "Tuned at equal budget" section (from ``gea-graph sweep`` folders; their command when none)."""
     lines = ["## Tuned at equal budget", "", SWEEP_INTRO, ""]
     if not sweeps:
-        return lines + [f"Not yet measured. Run, on a quiet machine, `{SWEEP_COMMAND}`, then "
-                        f"`python scripts/make_results.py ... --sweep {SWEEP_RUN}`.", ""]
+        return lines + [(f"Not yet measured. Run, on a quiet machine, `{SWEEP_COMMAND}`, then "
+                         f"`python scripts/make_results.py ... --sweep {SWEEP_RUN}`."), ""]
     for sweep in sweeps:
         lines += sweep_lines(sweep, page)
     return lines

@@ -24,7 +24,6 @@ from gea_graph import checks
 from gea_graph.cli import arg, names, positive_int
 from gea_graph.cli.train import MAX_THREADS
 
-
 #: ``--pruner`` and ``--sampler`` (gea_graph.sweep.study makes them; not imported here, to keep --help fast).
 PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "random")

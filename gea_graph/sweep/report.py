@@ -148,10 +148,10 @@ def markdown(studies: Sequence[tuple[Target, optuna.Study]], out: Path, info: di
              + (f", seed {info['seed']}" if info.get("seed") is not None else "") + ".", ""]
     machine = info.get("machine") or {}
     if machine:
-        lines += [f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores; commit {machine.get('commit')}; "
-                  f"torch {machine.get('torch')}.", ""]
-    lines += ["The ranking is by the validation metric of each trial's best epoch; the test metric of the search is "
-              "not reported (a tuned comparison reads the confirmation seeds below).", ""]
+        lines += [(f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores; commit {machine.get('commit')}; "
+                   f"torch {machine.get('torch')}."), ""]
+    lines += [("The ranking is by the validation metric of each trial's best epoch; the test metric of the search "
+               "is not reported (a tuned comparison reads the confirmation seeds below)."), ""]
     for target, study in studies:
         state = {s: 0 for s in TrialState}
         for trial in study.get_trials(deepcopy=False):
@@ -177,8 +177,8 @@ def markdown(studies: Sequence[tuple[Target, optuna.Study]], out: Path, info: di
     confirmed = [(target, confirm_rows(out, target)) for target, _ in studies]
     if any(rows for _, rows in confirmed):
         lines += ["## Tuned comparison (confirmation seeds)", "",
-                  "Each recipe's best configuration retrained on new seeds by `gea-graph bench` "
-                  f"(`{CONFIRM_DIR}/`); test metric at the best validation epoch, mean ± population std.", "",
+                  ("Each recipe's best configuration retrained on new seeds by `gea-graph bench` "
+                   f"(`{CONFIRM_DIR}/`); test metric at the best validation epoch, mean ± population std."), "",
                   "| recipe | params | seeds | epochs | val | test |", "|---|---|---|---|---|---|"]
         for target, rows in confirmed:
             if not rows:

@@ -66,7 +66,7 @@ def read_sweep_json(out: Path) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         raise ValueError(f"{path} is not a sweep record; move it away, or use another --out") from None
     if not isinstance(info, dict):
-        raise ValueError(f"{path} is not a sweep record; move it away, or use another --out")
+        raise ValueError(f"{path} is not a sweep record; move it away, or use another --out")  # noqa: TRY004
     return info
 
 
@@ -75,6 +75,7 @@ def run_sweep(specs: Sequence[str], out: os.PathLike, opts: SweepOptions, log: C
     gave up on failing trials or a confirmation run failed). Every check (space, storage, study name, settings,
     confirmation seeds) passes before anything is written."""
     out = Path(out)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial is ours (worker.progress_line)
     url, embedded = storage_url(opts.storage, out)
     if not embedded and opts.study is None:
         raise ValueError("--storage needs --study NAME: the name every worker of the sweep gives")
@@ -216,7 +217,7 @@ def report_sweep(out: os.PathLike, storage: str | None = None, log: Callable[[st
             raise StorageError(f"--storage {mask(url)} is not this sweep's storage ({info.get('storage')})")
     storage_obj = open_storage(url, 30.0)
     studies = []
-    for name, record in (info.get("recipes") or {}).items():
+    for record in (info.get("recipes") or {}).values():
         try:
             study = optuna.load_study(study_name=record["study"], storage=storage_obj)
         except KeyError:

@@ -69,8 +69,6 @@ class Objective:
             trial.set_user_attr("reason", f"surplus: the study already held {settings.trials} trials")
             raise SurplusTrial(f"the study already holds {settings.trials} trials")
         params = {key: suggest(trial, key, dist) for key, dist in target.space.items()}
-        run_dir = run_folder(self.out, target, trial.number)
-        trial.set_user_attr("run_dir", str(run_dir.relative_to(self.out)))
         trial.set_user_attr("host", host())
         try:
             recipe = trial_recipe(target.path, params, self.overrides)
@@ -82,6 +80,8 @@ class Objective:
         if settings.max_params is not None and n_params > settings.max_params:
             trial.set_user_attr("reason", f"{n_params:,} parameters > --max-params {settings.max_params:,}")
             raise optuna.TrialPruned(f"{n_params:,} parameters, over --max-params {settings.max_params:,}")
+        run_dir = run_folder(self.out, target, trial.number)
+        trial.set_user_attr("run_dir", str(run_dir.relative_to(self.out)))
         from optuna_integration import PyTorchLightningPruningCallback
 
         pruning = PyTorchLightningPruningCallback(trial, monitor="val/metric")

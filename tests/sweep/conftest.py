@@ -53,4 +53,4 @@ def sweep_command(*args: str) -> list[str]:
 
 
 def run_sweep(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(sweep_command(*args), env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(sweep_command(*args), env=env, capture_output=True, text=True, timeout=timeout, check=False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from gea_graph.cli import main
 from gea_graph.sweep.space import SpaceError, check_space, parse_space, trial_recipe
 from gea_graph.train import load_recipe
-from gea_graph.cli import main
 from tests.sweep.conftest import TINY
 
 

@@ -53,7 +53,7 @@ def test_embedded_sweep_reruns_jobs_outputs_report_and_confirm(tmp_path, tiny, s
             int(row["param:model.hidden"])
         assert float(row["time_s"]) > 0
 
-    best = min if not study.directions[0].name == "MAXIMIZE" else max
+    best = max if study.directions[0].name == "MAXIMIZE" else min
     winner = best(study.trials, key=lambda t: (t.value, -t.number))
     tuned = load_recipe(out / "best-tiny.yaml")
     assert tuned.name == "tiny-tuned" and not tuned.sweep
@@ -89,7 +89,7 @@ def test_embedded_sweep_reruns_jobs_outputs_report_and_confirm(tmp_path, tiny, s
     assert (f"| tiny | 3 / 0 / 0 | {max(t.value for t in study.trials):.4f} (accuracy) | {confirm['params']:,} | 7 | "
             f"{confirm['epochs']} | {confirm['val']:.4f} ± 0.0000 | {confirm['test']:.4f} ± 0.0000 |") in section
     assert (page.parent / "results" / "sweep-sweep-history-tiny.png").is_file()
-    assert f"--sweep {out}" in text
+    assert "\npython scripts/make_results.py --sweep " in text  # the page names the folder it was made from
 
 
 def make_results():
@@ -122,7 +122,7 @@ def test_other_settings_or_seeds_are_refused_before_anything_is_written(tmp_path
     assert main(["sweep", str(tiny), "--out", str(out), "--trials", "1", "--max-params", "100"]) == 0
     rows = trials_csv(out)
     assert rows[0]["state"] == "PRUNED" and "parameters > --max-params 100" in rows[0]["reason"]
-    assert not (out / rows[0]["run_dir"]).exists()  # pruned before any training
+    assert rows[0]["run_dir"] == "" and not (out / "tiny").exists()  # pruned before any training
     before = sorted(p.name for p in out.iterdir())
     assert main(["sweep", str(tiny), "--out", str(out), "--trials", "2", "--max-time", "5"]) == 2
     assert main(["sweep", str(tiny), "--out", str(out), "--trials", "2", "--study", "other"]) == 2

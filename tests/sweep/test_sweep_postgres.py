@@ -69,7 +69,7 @@ def postgres():
 
     def pg(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(bindir / args[0]), *args[1:]], preexec_fn=demote, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, check=False)
 
     (folder / "pw").write_text(PASSWORD + "\n")
     if as_user is not None:
