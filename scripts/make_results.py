@@ -534,15 +534,146 @@ def page(benches: list[Bench], out: Path) -> str:
         lines += bench_section(bench, f"{bench.suite or bench.path.name} on {bench.gpu}", "", ("curves.png",), out)
     return "\n".join(lines).rstrip() + "\n"
 
+# -- tuned at equal budget (gea-graph sweep folders) -------------------------------------------------------------------
+
+#: The question of the section: each MPNN (or GPS layer) against the same with GEANet, both tuned.
+SWEEP_PAIRS = (("gatedgcn-zinc-cpu", "gatedgcn-geanet-zinc-cpu"), ("gps-zinc-cpu", "geaet-zinc-cpu"))
+SWEEP_RUN = "docs/results/runs/sweep-zinc-cpu"
+SWEEP_COMMAND = (f"gea-graph sweep {','.join(r for pair in SWEEP_PAIRS for r in pair)} --out {SWEEP_RUN} "
+                 "--trials 20 --max-time 10 --max-params 300000 --jobs 2 --threads 1 --seed 0 --confirm 1,2")
+SWEEP_INTRO = (
+    "Does GEANet help when both sides are tuned? Each recipe gets the same number of Optuna trials (TPE, median "
+    "pruning on the validation MAE at each epoch), the same time cap per trial and the same parameter cap, over the "
+    "search space of its recipe's `sweep:` block (the keys two recipes share have the same ranges). Each recipe's "
+    "best configuration is then retrained on 2 new seeds by `gea-graph bench`; the comparison reads those seeds' "
+    "test MAE (at the best validation epoch), never the search's own best value. The answer is published whichever "
+    "way it falls.")
+
+
+@dataclass
+class Sweep:
+    r"""A ``gea-graph sweep`` folder: its ``sweep.json``, its ``trials.csv`` rows and its confirmation bench."""
+
+    path: Path
+    info: dict
+    trials: list[dict]
+    confirm: Bench | None
+
+
+def read_sweep(path: Path) -> Sweep:
+    info_path = path / "sweep.json"
+    if not info_path.is_file():
+        raise SystemExit(f"make_results: {path} has no sweep.json (not a gea-graph sweep output folder)")
+    rows = []
+    if (path / "trials.csv").is_file():
+        with open(path / "trials.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    confirm = read_bench(path / "confirm") if (path / "confirm" / "bench.json").is_file() else None
+    return Sweep(path, json.loads(info_path.read_text()), rows, confirm)
+
+
+def _sweep_loads(sweep: Sweep) -> str:
+    sessions = list(sweep.info.get("invocations") or []) + list((sweep.confirm.info if sweep.confirm else {})
+                                                                 .get("invocations") or [])
+    loads = [v for s in sessions for v in s.get("load_average", [])]
+    if not loads:
+        return "- load average: not recorded"
+    cores = (sweep.info.get("machine") or {}).get("cores") or 1
+    note = "a quiet machine" if max(loads) <= 1.25 * cores else "other work shared the machine"
+    return (f"- load average (1 min, at each invocation's start and end, and each minute of the confirmation "
+            f"bench): mean {sum(loads) / len(loads):.1f}, max {max(loads):.1f} on {cores} cores ({note})")
+
+
+def sweep_lines(sweep: Sweep, page: Path) -> list[str]:
+    r"""One sweep folder: how it ran, the trials per recipe, the confirmation seeds and the pairs' answers."""
+    info, machine = sweep.info, sweep.info.get("machine") or {}
+    sessions = info.get("invocations") or []
+    commits = list(dict.fromkeys(s.get("commit") for s in sessions if s.get("commit"))) or [machine.get("commit")]
+    cap = info.get("max_time_min")
+    lines = [f"Made by `{info.get('command')}` (output folder `{_rel(sweep.path, page)}`"
+             + (f"; confirmation: `{sweep.confirm.info.get('command')}`" if sweep.confirm else "") + ").", "",
+             f"- machine: {device_label(machine)}; {machine.get('platform', '')}",
+             (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
+              f"{machine.get('torch_geometric')}, gea-graph commit{'s' if len(commits) > 1 else ''} "
+              f"{', '.join(str(c) for c in commits)}"),
+             f"- study `{info.get('study')}` ({info.get('storage')}): {info.get('trials')} finished trials per recipe, "
+             f"{f'{cap:g} min' if cap else 'no cap'} per trial, "
+             + (f"at most {info['max_params']:,} parameters" if info.get("max_params") else "no parameter cap")
+             + f", sampler {info.get('sampler')}, pruner {info.get('pruner')}, {info.get('jobs')} trial(s) at a time",
+             (f"- dates: {sessions[0]['start'] if sessions else '?'} to "
+              f"{(sessions[-1].get('end') if sessions else None) or 'unfinished'}"),
+             _sweep_loads(sweep), ""]
+    confirmed = {}
+    for run in (sweep.confirm.runs if sweep.confirm else []):
+        confirmed.setdefault(run["recipe"].removesuffix("-tuned"), []).append(run)
+    lines += [("| recipe | trials (complete / pruned / failed) | best val of the search | params | confirmation "
+               "seeds | epochs | val | test |"), "|---|---|---|---|---|---|---|---|"]
+    means: dict[str, float] = {}
+    for name in info.get("recipes") or {}:
+        own = [r for r in sweep.trials if r["recipe"] == name]
+        states = [sum(r["state"] == s for r in own) for s in ("COMPLETE", "PRUNED", "FAIL")]
+        vals = [float(r["val_metric"]) for r in own if r["state"] == "COMPLETE" and r["val_metric"]]
+        record = info["recipes"][name] or {}
+        higher = bool(record.get("higher_is_better"))
+        best = (max if higher else min)(vals) if vals else None
+        runs = confirmed.get(name, [])
+        cells = ["–"] * 4
+        if runs:
+            means[name] = mean_std([r["test"] for r in runs])[0]
+            cells = [f"{runs[0]['params']:,}", ", ".join(str(r["seed"]) for r in runs),
+                     "/".join(str(e) for e in sorted({r["epochs"] for r in runs})), _pm([r["val"] for r in runs])]
+            cells.append(_pm([r["test"] for r in runs]))
+        else:
+            cells = ["–", "not confirmed yet", "–", "–", "–"]
+        best_text = f"{best:.4f} ({record.get('metric')})" if best is not None else "–"
+        lines.append(f"| {name} | {' / '.join(map(str, states))} | {best_text} | "
+                     + " | ".join(cells) + " |")
+    lines.append("")
+    for plain, gea in SWEEP_PAIRS:
+        if plain in means and gea in means:
+            record = info["recipes"][gea] or {}
+            better = means[gea] > means[plain] if record.get("higher_is_better") else means[gea] < means[plain]
+            lines.append(f"- {gea} against {plain}, both tuned: test {record.get('metric')} {means[gea]:.4f} against "
+                         f"{means[plain]:.4f} (mean over the confirmation seeds): GEANet "
+                         f"{'helps' if better else 'does not help'} here.")
+    folder = page.parent / "results"
+    for name in info.get("recipes") or {}:
+        for kind in ("history", "importance"):
+            src = sweep.path / f"{kind}-{name}.png"
+            if src.is_file():
+                ensure_folder(folder)
+                dst = folder / f"sweep-{sweep.path.name}-{kind}-{name}.png"
+                copy_file(src, dst)
+                lines += ["", f"![{kind} of {name}](results/{dst.name})"]
+    return lines + [""]
+
+
+def sweep_section(sweeps: list[Sweep], page: Path) -> list[str]:
+    r"""The page's "Tuned at equal budget" section (from ``gea-graph sweep`` folders; their command when none)."""
+    lines = ["## Tuned at equal budget", "", SWEEP_INTRO, ""]
+    if not sweeps:
+        return lines + [(f"Not yet measured. Run, on a quiet machine, `{SWEEP_COMMAND}`, then "
+                         f"`python scripts/make_results.py ... --sweep {SWEEP_RUN}`."), ""]
+    for sweep in sweeps:
+        lines += sweep_lines(sweep, page)
+    return lines
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benches", nargs="*", type=Path, help="gea-graph bench output folders")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md", help="the page (default: %(default)s)")
+    parser.add_argument("--sweep", type=Path, action="append", default=[],
+                        help="a gea-graph sweep output folder for the section \"Tuned at equal budget\" (repeatable)")
     args = parser.parse_args(argv)
     benches = [read_bench(p) for p in args.benches]
     ensure_folder(args.out.parent)
-    write_text(args.out, page(benches, args.out))
+    text = page(benches, args.out)
+    section = "\n".join(sweep_section([read_sweep(p) for p in args.sweep], args.out))
+    text = text.replace("\n## GPU reproduction queue", f"\n{section}\n## GPU reproduction queue", 1)
+    text = text.replace("\npython scripts/make_results.py ", "\npython scripts/make_results.py "
+                        + "".join(f"--sweep {_rel(p, args.out)} " for p in args.sweep), 1)
+    write_text(args.out, text)
     print(f"wrote {args.out}")
     return 0
 

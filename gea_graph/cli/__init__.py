@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from gea_graph import checks
 
 # Sub-command modules, in the order they are listed by ``gea-graph --help``.
-SUBCOMMANDS = ("data", "train", "bench", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
+SUBCOMMANDS = ("data", "train", "bench", "sweep", "info", "predict", "evaluate", "export", "viz", "diagnose", "perf",
                "selfcheck")
 
 

@@ -1,8 +1,9 @@
 r"""Recipes: one YAML file per model x dataset (``models/<model>-<dataset>[-<variant>].yaml``), read into typed
 dataclasses.
 
-A recipe has the sections ``data``, ``model`` (:class:`~gea_graph.models.ModelConfig`), ``optim``, ``trainer`` and,
-for a recipe copying a paper's table, ``paper``. Loading is strict: an unknown key or a missing required key raises
+A recipe has the sections ``data``, ``model`` (:class:`~gea_graph.models.ModelConfig`), ``optim``, ``trainer``,
+for a recipe copying a paper's table ``paper``, and optionally ``sweep`` (the search space of ``gea-graph sweep``,
+read by :mod:`gea_graph.sweep`; training ignores it). Loading is strict: an unknown key or a missing required key raises
 :class:`RecipeError` naming the key and the file. Overrides such as ``model.hidden=64 trainer.max_epochs=5`` are
 dotted paths whose values are parsed as YAML (so ``64`` is an int, ``1e-3`` a float, ``null`` is ``None``).
 """
@@ -336,13 +337,15 @@ class PaperConfig:
 
 @dataclass
 class Recipe:
-    r"""A complete experiment: data, model, optimiser, training loop (and the paper it copies)."""
+    r"""A complete experiment: data, model, optimiser, training loop (and the paper it copies, and the search space
+    of ``gea-graph sweep``: ``sweep``, dotted keys to distributions, checked by :mod:`gea_graph.sweep.space`)."""
 
     data: DataConfig
     model: ModelConfig
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     paper: PaperConfig | None = None
+    sweep: dict[str, Any] = field(default_factory=dict)
     name: str = ""
     description: str = ""
 
