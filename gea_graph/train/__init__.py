@@ -18,8 +18,8 @@ _WHERE = {
     "DataConfig": "recipe", "OptimConfig": "recipe", "PaperConfig": "recipe", "Recipe": "recipe",
     "RecipeError": "recipe", "TrainerConfig": "recipe", "available_recipes": "recipe", "load_recipe": "recipe",
     "recipe_from_dict": "recipe", "resolve_recipe": "recipe",
-    "AtomicCheckpointIO": "run", "CheckpointError": "run", "CheckpointWriteError": "run", "RunPaused": "run",
-    "fit": "run", "load_checkpoint": "run",
+    "AtomicCheckpointIO": "checkpoint", "CheckpointError": "checkpoint", "CheckpointWriteError": "checkpoint",
+    "load_checkpoint": "checkpoint", "RunPaused": "run", "fit": "run",
     "RunLockError": "lock", "read_metrics": "logs", "check_run_dir": "run_dir", "read_result": "run_dir",
 }
 

@@ -44,10 +44,8 @@ from gea_graph.train.callbacks import (
     MovableCheckpoint,
     StopAt,
 )
-from gea_graph.train.checkpoint import (  # CheckpointError and CheckpointWriteError: re-exported by gea_graph.train
+from gea_graph.train.checkpoint import (
     AtomicCheckpointIO,
-    CheckpointError,  # noqa: F401
-    CheckpointWriteError,  # noqa: F401
     check_weights_fit,
     load_checkpoint,
 )
