@@ -652,7 +652,7 @@ def sweep_section(sweeps: list[Sweep], page: Path) -> list[str]:
     r"""The page's "Tuned at equal budget" section (from ``gea-graph sweep`` folders; their command when none)."""
     lines = ["## Tuned at equal budget", "", SWEEP_INTRO, ""]
     if not sweeps:
-        return lines + [(f"Not yet measured. Run, on a quiet machine, `{SWEEP_COMMAND}`, then "
+        return lines + [(f"Not measured yet: run, on a quiet machine, `{SWEEP_COMMAND}`, then "
                          f"`python scripts/make_results.py ... --sweep {SWEEP_RUN}`."), ""]
     for sweep in sweeps:
         lines += sweep_lines(sweep, page)

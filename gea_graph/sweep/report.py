@@ -79,7 +79,7 @@ def write_best(target: Target, best: FrozenTrial, out: Path, max_time: float | N
     r"""``best-<recipe>.yaml``: the recipe with the best trial's values, complete and self-contained."""
     from gea_graph.sweep.space import trial_recipe
 
-    recipe = trial_recipe(target.path, best.params, overrides)
+    recipe, _ = trial_recipe(target.path, best.params, overrides)
     recipe.name = f"{target.name}-tuned"
     recipe.sweep = {}
     if max_time is not None:

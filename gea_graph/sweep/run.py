@@ -30,7 +30,7 @@ from gea_graph.sweep.storage import (
 )
 from gea_graph.sweep.study import SETTINGS_ATTR, Settings, Target, check_settings, open_study, plan_targets
 from gea_graph.sweep.worker import work
-from gea_graph.train.recipe import load_recipe
+from gea_graph.train.recipe import load_recipe, resolve_recipe
 
 SWEEP_FILE = "sweep.json"
 
@@ -104,7 +104,7 @@ def run_sweep(specs: Sequence[str], out: os.PathLike, opts: SweepOptions, log: C
         torch.set_num_threads(opts.threads)
     if opts.worker:  # one of the parent's --jobs processes: the parent records the invocation and reports
         return 0 if work(storage, targets, settings, out, opts.seed, opts.overrides, log=log) else 1
-    info = _record(previous, out, study, where, targets, opts)
+    info = _record(previous, out, study, where, targets, specs, opts)
     session = info["invocations"][-1]
     try:
         if opts.jobs > 1:
@@ -128,15 +128,16 @@ def run_sweep(specs: Sequence[str], out: os.PathLike, opts: SweepOptions, log: C
 
 
 def _record(previous: dict | None, out: Path, study: str, where: str, targets: Sequence[Target],
-            opts: SweepOptions) -> dict:
+            specs: Sequence[str], opts: SweepOptions) -> dict:
     info = json.loads(json.dumps(previous or {"invocations": []}))
     machine = machine_info()
     info.update({"study": study, "storage": where, "command": opts.command, "trials": opts.trials,
                  "max_time_min": opts.max_time, "max_params": opts.max_params, "seed": opts.seed,
                  "jobs": opts.jobs, "threads": opts.threads, "pruner": opts.pruner, "sampler": opts.sampler,
                  "overrides": list(opts.overrides), "space_file": opts.space, "machine": machine,
-                 "recipes": {t.name: {"path": str(t.path.resolve()), "study": t.study_name, "metric": t.metric,
-                                      "higher_is_better": t.higher_is_better} for t in targets}})
+                 "recipes": {t.name: {"path": str(t.path.resolve()), "spec": spec, "study": t.study_name,
+                                      "metric": t.metric,
+                                      "higher_is_better": t.higher_is_better} for t, spec in zip(targets, specs)}})
     info["invocations"].append({"start": _now(), "end": None, "load_average": [round(os.getloadavg()[0], 2)],
                                 "commit": machine["commit"], "code": code_version(), "device": device_label(machine),
                                 "jobs": opts.jobs})
@@ -217,15 +218,17 @@ def report_sweep(out: os.PathLike, storage: str | None = None, log: Callable[[st
             raise StorageError(f"--storage {mask(url)} is not this sweep's storage ({info.get('storage')})")
     storage_obj = open_storage(url, 30.0)
     studies = []
-    for record in (info.get("recipes") or {}).values():
+    for name, record in (info.get("recipes") or {}).items():
         try:
             study = optuna.load_study(study_name=record["study"], storage=storage_obj)
         except KeyError:
             raise ValueError(f"the storage {info.get('storage')} holds no study {record['study']!r}") from None
         stored = study.user_attrs.get(SETTINGS_ATTR) or {}
         space = {k: json_to_distribution(v) for k, v in (stored.get("space") or {}).items()}
-        recipe = load_recipe(record["path"], info.get("overrides") or [])
-        studies.append((Target(Path(record["path"]), recipe, space, record["study"], record["metric"],
+        # the recipe file where the sweep read it, else by the name it was given (a copy of the folder elsewhere)
+        path = Path(record["path"]) if Path(record["path"]).is_file() else resolve_recipe(record.get("spec", name))
+        recipe = load_recipe(path, info.get("overrides") or [])
+        studies.append((Target(path, recipe, space, record["study"], record["metric"],
                                bool(record["higher_is_better"])), study))
     write_reports(studies, out, info, info.get("overrides") or [])
     log(f"wrote {out / 'trials.csv'}, {out / 'sweep.md'}")

@@ -126,15 +126,16 @@ def override(key: str, value: Any) -> str:
     return f"{key}={json.dumps(value)}"
 
 
-def trial_recipe(path: str | os.PathLike, params: Mapping[str, Any], overrides: Sequence[str] = ()) -> Recipe:
+def trial_recipe(path: str | os.PathLike, params: Mapping[str, Any],
+                 overrides: Sequence[str] = ()) -> tuple[Recipe, int]:
     r"""The recipe at :obj:`path` with the sweep's :obj:`overrides`, then a trial's drawn :obj:`params`, checked as
     ``gea-graph train`` checks a recipe (:class:`RecipeError` or :class:`ValueError` when a value does not fit), and
-    its model built once (a layer refusing a combination of values fails here, before any data is read)."""
+    the parameter count of its model, built once (a layer refusing a combination of values fails here, before any
+    data is read)."""
     recipe = load_recipe(path, [*overrides, *(override(k, v) for k, v in params.items())])
-    from gea_graph.models import build_model
+    from gea_graph.models import build_model, count_parameters
 
-    build_model(recipe.model)
-    return recipe
+    return recipe, count_parameters(build_model(recipe.model))
 
 
 def check_space(path: str | os.PathLike, space: Mapping[str, BaseDistribution], overrides: Sequence[str],

@@ -58,7 +58,6 @@ class Objective:
         self.last: int | None = None
 
     def __call__(self, trial: Trial) -> float:
-        from gea_graph.models import build_model, count_parameters
         from gea_graph.train import fit
 
         target, settings = self.target, self.settings
@@ -71,11 +70,10 @@ class Objective:
         params = {key: suggest(trial, key, dist) for key, dist in target.space.items()}
         trial.set_user_attr("host", host())
         try:
-            recipe = trial_recipe(target.path, params, self.overrides)
+            recipe, n_params = trial_recipe(target.path, params, self.overrides)
         except (ValueError, TypeError, KeyError) as err:  # a combination of values the recipe refuses
             trial.set_user_attr("reason", f"recipe check: {' '.join(str(err).split())}")
             raise optuna.TrialPruned(f"the drawn values do not fit the recipe: {err}") from None
-        n_params = count_parameters(build_model(recipe.model))
         trial.set_user_attr("params", n_params)
         if settings.max_params is not None and n_params > settings.max_params:
             trial.set_user_attr("reason", f"{n_params:,} parameters > --max-params {settings.max_params:,}")

@@ -56,8 +56,11 @@ def test_every_bound_and_choice_passes_the_recipe_checks(tiny):
 
 
 def test_a_trial_recipe_carries_the_drawn_values(tiny):
-    recipe = trial_recipe(tiny, {"model.hidden": 24, "optim.lr": 0.002, "model.mpnn": "gcn"})
+    recipe, params = trial_recipe(tiny, {"model.hidden": 24, "optim.lr": 0.002, "model.mpnn": "gcn"})
     assert (recipe.model.hidden, recipe.optim.lr, recipe.model.mpnn) == (24, 0.002, "gcn")
+    from gea_graph.train import GraphTask
+
+    assert params == GraphTask(recipe.to_dict()).num_parameters()  # what --max-params compares, before training
 
 
 def test_recipes_accept_a_sweep_block_and_training_ignores_it(tiny):

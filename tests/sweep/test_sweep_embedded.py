@@ -109,7 +109,7 @@ def test_the_results_section_gives_the_command_to_run_before_any_sweep(tmp_path)
     page = tmp_path / "results.md"
     assert make_results().main(["--out", str(page)]) == 0
     text = page.read_text()
-    assert "## Tuned at equal budget" in text and "Not yet measured. Run, on a quiet machine, `gea-graph sweep " \
+    assert "## Tuned at equal budget" in text and "Not measured yet: run, on a quiet machine, `gea-graph sweep " \
         "gatedgcn-zinc-cpu,gatedgcn-geanet-zinc-cpu,gps-zinc-cpu,geaet-zinc-cpu" in text
 
 
