@@ -203,6 +203,8 @@ def override(value: Any, where: str = "") -> str:
 def accelerator(value: Any, where: str = "") -> str:
     r"""One of :data:`ACCELERATORS` that this machine has (``gpu``/``cuda``: a CUDA device; ``mps``: Apple's)."""
     value = choice(value, where, ACCELERATORS)
+    if value in ("auto", "cpu"):  # every machine has them (and the default costs no import of torch)
+        return value
     import torch
 
     mps = getattr(torch.backends, "mps", None)
@@ -240,6 +242,8 @@ def devices(value: Any, where: str = "") -> int | list[int] | str:
 
 def strategy(value: Any, where: str = "") -> str:
     r"""A Lightning strategy name (``auto``, ``ddp``, ``ddp_spawn``, ``fsdp``, ``deepspeed``, ...)."""
+    if value == "auto":  # the default: no import of Lightning for it
+        return value
     from lightning.pytorch.strategies import StrategyRegistry
 
     known = ["auto", *StrategyRegistry.available_strategies()]

@@ -376,7 +376,7 @@ COMMIT_NOTES: dict[str, str] = {
     "7165257": (
         "a time cap that ran out during an epoch's evaluation let the run start one more epoch, one training step at "
         "a learning rate of 0 and a second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6 of "
-        "tree-depth-cpu; a run ends at that epoch since, `gea_graph.train.run.EndAtTimeCap`); training used "
+        "tree-depth-cpu; a run ends at that epoch since, `gea_graph.train.callbacks.EndAtTimeCap`); training used "
         "PyTorch's fused AdamW (the same update to float rounding; the default loop since, docs/performance.md "
         "\"Fused Adam(W)\"); a run's peak memory was at least the bench process's (Linux passes `ru_maxrss` on to a "
         "child; a run reads its own `VmHWM` since, docs/performance.md \"Peak memory of a child process\")"),

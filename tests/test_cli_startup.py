@@ -33,6 +33,14 @@ def test_help_imports_no_heavy_library(argv):
     assert heavy == [], heavy
 
 
+def test_listing_suites_imports_no_lightning():
+    # its recipes are read and checked (with PyG's registries), but no trainer is built: Lightning stays out
+    proc, heavy = loaded_by("bench", "--list-suites")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "zinc-cpu-10min" in proc.stdout
+    assert "lightning" not in heavy, heavy
+
+
 def test_the_suite_writes_its_data_under_pytest_temporary_folders(tmp_path_factory):
     # tests/conftest.py points $GEA_GRAPH_DATA at the session's shared temporary root, whatever it said before
     root = Path(os.environ["GEA_GRAPH_DATA"]).resolve()

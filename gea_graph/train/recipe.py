@@ -247,7 +247,7 @@ class TrainerConfig:
             scatter sums vary from run to run). Slower on a GPU; CPU runs are deterministic either way.
         max_time: Wall-clock cap of a run in minutes (``None``: none).
         num_workers: Data-loader workers per loader (``None``: 2 on a GPU, 0 on a CPU; see
-            :func:`gea_graph.train.run.default_workers`).
+            :func:`gea_graph.train.policy.default_workers`).
         loss: ``"auto"`` (by task: L1 for regression, cross-entropy for classes, BCE for multi-label, a softmax over
             candidates for link ranking), or ``"l1"``, ``"mse"``, ``"ce"``, ``"wce"`` (class-balanced cross-entropy,
             LRGB's VOC/COCO setting), ``"bce"``.
