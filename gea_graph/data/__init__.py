@@ -16,6 +16,13 @@ Registry (for the training code and the ``gea-graph data`` command)::
 - ``kwargs`` go to the dataset class (e.g. ``skip_invalid=True`` for molecules, ``seed=`` for trees,
   ``allow_large=True`` for a tree deeper than 7).
 
+Featurisation (atoms, bonds and molecules to integer columns; SMILES rows to graphs with their PEs) lives in
+:mod:`gea_graph.data.featurizers`, the record a checkpoint keeps of it in :mod:`gea_graph.data.featurizer`, bounded
+CSV reading in :mod:`gea_graph.data.csv_files`, one module per dataset family (``zinc``, ``peptides``, ``pcqm4m``,
+``molecule_csv``, ``lrgb``, ``tree``). Every molecule meets :class:`SizeBounds` (1,000 atoms, 20,000 directed edges,
+10,000 SMILES characters by default; dataset options ``max_nodes`` / ``max_edges``) before RDKit or a positional
+encoding sees it.
+
 Processed caches are read back only with :func:`load_cache` (``weights_only=True`` and our allow-list, no unsafe
 fallback): a cache that fails to load raises :class:`CacheError` naming the file, and is never executed.
 

@@ -53,27 +53,23 @@ class OGBAtomFeaturizer:
              "possible_hybridization_list", "possible_is_aromatic_list", "possible_is_in_ring_list")
 
     def __init__(self) -> None:
-        self._atomic_num = ogb_lookup("possible_atomic_num_list")
-        self._chirality = ogb_lookup("possible_chirality_list", Chem.rdchem.ChiralType)
-        self._degree = ogb_lookup("possible_degree_list")
-        self._charge = ogb_lookup("possible_formal_charge_list")
-        self._num_h = ogb_lookup("possible_numH_list")
-        self._radical = ogb_lookup("possible_number_radical_e_list")
-        self._hybrid = ogb_lookup("possible_hybridization_list", Chem.rdchem.HybridizationType)
+        # (dict.get, the index of unlisted values) per column: bound once, called per atom
+        self._lookups = tuple((table.get, misc) for table, misc in (
+            ogb_lookup("possible_atomic_num_list"), ogb_lookup("possible_chirality_list", Chem.rdchem.ChiralType),
+            ogb_lookup("possible_degree_list"), ogb_lookup("possible_formal_charge_list"),
+            ogb_lookup("possible_numH_list"), ogb_lookup("possible_number_radical_e_list"),
+            ogb_lookup("possible_hybridization_list", Chem.rdchem.HybridizationType)))
 
     def __len__(self) -> int:
         return 9
 
     def __call__(self, atom: Chem.Atom) -> tuple[int, ...]:
-        return (self._atomic_num[0].get(atom.GetAtomicNum(), self._atomic_num[1]),
-                self._chirality[0].get(atom.GetChiralTag(), self._chirality[1]),
-                self._degree[0].get(atom.GetTotalDegree(), self._degree[1]),
-                self._charge[0].get(atom.GetFormalCharge(), self._charge[1]),
-                self._num_h[0].get(atom.GetTotalNumHs(), self._num_h[1]),
-                self._radical[0].get(atom.GetNumRadicalElectrons(), self._radical[1]),
-                self._hybrid[0].get(atom.GetHybridization(), self._hybrid[1]),
-                int(atom.GetIsAromatic()),
-                int(atom.IsInRing()))
+        (num, num_x), (chiral, chiral_x), (deg, deg_x), (charge, charge_x), (hs, hs_x), (rad, rad_x), \
+            (hyb, hyb_x) = self._lookups
+        return (num(atom.GetAtomicNum(), num_x), chiral(atom.GetChiralTag(), chiral_x),
+                deg(atom.GetTotalDegree(), deg_x), charge(atom.GetFormalCharge(), charge_x),
+                hs(atom.GetTotalNumHs(), hs_x), rad(atom.GetNumRadicalElectrons(), rad_x),
+                hyb(atom.GetHybridization(), hyb_x), int(atom.GetIsAromatic()), int(atom.IsInRing()))
 
     def vocabulary(self) -> dict[str, list[Any]]:
         return ogb_vocabulary(self.names)

@@ -3,6 +3,7 @@ size bounds every input meets before RDKit or a positional encoding sees it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ MAX_NODES = 1_000
 MAX_EDGES = 20_000
 #: Characters a SMILES may have per allowed node (Peptides' longest SMILES, 1,043 characters, has 3.2 per atom).
 CHARS_PER_NODE = 10
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,9 @@ def read_smiles(text: object, bounds: SizeBounds) -> tuple[Chem.Mol | None, str,
     if len(smiles) > bounds.max_chars:
         return None, smiles, (f"the SMILES has {len(smiles):,} characters, more than the {bounds.max_chars:,} "
                               f"allowed ({CHARS_PER_NODE} per atom of the bound max_nodes={bounds.max_nodes:,})")
-    inner = next((i for i, c in enumerate(smiles) if c.isspace()), None)
-    if inner is not None:
+    space = _WHITESPACE.search(smiles)
+    if space is not None:
+        inner = space.start()
         return None, smiles, (f"whitespace ({smiles[inner]!r}) inside the SMILES at character {inner}: RDKit would "
                               f"read only {smiles[:inner][:40]!r} and take the rest as a name")
     RDLogger.DisableLog("rdApp.*")  # the reason says more, once
@@ -124,12 +127,14 @@ class MolGraphFeaturizer:
     def _arrays(self, mol: Chem.Mol) -> MolArrays:
         if self.kekulize:
             Chem.Kekulize(mol, clearAromaticFlags=True)
-        atoms = [self.atom_featurizer(mol.GetAtomWithIdx(a)) for a in range(mol.GetNumAtoms())]
+        atom_at, featurize_atom = mol.GetAtomWithIdx, self.atom_featurizer.__call__  # indexed access: faster
+        atoms = [featurize_atom(atom_at(a)) for a in range(mol.GetNumAtoms())]
+        bond_at, featurize_bond = mol.GetBondWithIdx, self.bond_featurizer.__call__
         edges, feats = [], []
         for b in range(mol.GetNumBonds()):
-            bond = mol.GetBondWithIdx(b)
+            bond = bond_at(b)
             i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
-            feat = self.bond_featurizer(bond)
+            feat = featurize_bond(bond)
             edges += [(i, j), (j, i)]
             feats += [feat, feat]
         width_x, width_e = self.shape
