@@ -15,59 +15,20 @@ from gea_graph.models.config import ModelConfig, PEConfig
 from gea_graph.nn import LapPEEncoder, RWPEEncoder
 
 
-class _SummedEmbeddings(torch.autograd.Function):
-    r"""The sum of the rows' embeddings as one ``embedding_bag`` (mode ``sum``) over the stacked tables, with a
-    backward that adds the incoming gradient into each table's rows (one ``index_add_`` per feature column).
-    Called with the feature matrix ``x`` ``[N, F]`` and the ``F`` tables, indices already checked."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, *weights: Tensor) -> Tensor:
-        sizes = [w.size(0) for w in weights]
-        starts = torch.tensor([0] + sizes[:-1]).cumsum(0)
-        ctx.save_for_backward(x)
-        ctx.sizes = sizes
-        return F.embedding_bag(x + starts, torch.cat(weights), mode="sum")
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        (x, ) = ctx.saved_tensors
-        # The embedding backward sorts the indices; a table of a few hundred rows stays in the cache while the
-        # gradient streams through once per column. A broadcast gradient (a sum's) is materialised once: index_add_
-        # reads a stride-0 source slowly.
-        grad = grad.contiguous()
-        grads = tuple(grad.new_zeros(size, grad.size(1)).index_add_(0, x[:, i], grad) if needed else None
-                      for i, (size, needed) in enumerate(zip(ctx.sizes, ctx.needs_input_grad[1:])))
-        return (None, ) + grads
-
-
 def summed_embeddings(x: Tensor, weights: Sequence[Tensor]) -> Tensor:
     r""":math:`\sum_i \mathbf{W}_i[x_{:, i}]` for a long feature matrix ``x`` ``[N, F]`` and embedding tables
-    ``weights[i]`` ``[V_i, C]`` (the first ``F`` of them): ``[N, C]``, with the gradients of the tables.
-
-    On CPU (eager, no autocast): one :func:`~torch.nn.functional.embedding_bag` (mode
-    ``sum``) over the stacked tables, whose backward adds the gradient into each table with ``index_add_``, in
-    place of ``F`` look-ups whose backward sorts the indices (``gea-graph perf --only encoders``: OGB's atom and bond
-    tables on a Peptides-func batch). An index outside its table raises :class:`IndexError`, as a look-up does.
-    Elsewhere ``F`` look-ups (:func:`torch.nn.functional.embedding`)."""
+    ``weights[i]`` ``[V_i, C]`` (the first ``F`` of them): ``[N, C]``, one look-up per column
+    (:func:`torch.nn.functional.embedding`), with the gradients of the tables."""
     weights = list(weights)[:x.size(1)]
-    # The index check reads the host: on CPU that costs nothing; a GPU gets the look-ups.
-    if x.device.type != "cpu" or torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu"):
-        out = F.embedding(x[:, 0], weights[0])
-        for i in range(1, len(weights)):
-            out = out + F.embedding(x[:, i], weights[i])
-        return out
-    sizes = torch.tensor([w.size(0) for w in weights])
-    outside = (x < 0) | (x >= sizes)
-    if outside.any():  # a host read: this path runs on CPU only
-        row, col = (int(i) for i in outside.nonzero()[0])
-        raise IndexError(f"index {int(x[row, col])} of feature column {col} (row {row}) is outside its embedding "
-                         f"table of {int(sizes[col])} rows")
-    return _SummedEmbeddings.apply(x, *weights)
+    out = F.embedding(x[:, 0], weights[0])
+    for i in range(1, len(weights)):
+        out = out + F.embedding(x[:, i], weights[i])
+    return out
 
 
 class AtomFeatureEncoder(AtomEncoder):
     r"""OGB's :class:`~ogb.graphproppred.mol_encoder.AtomEncoder` (a subclass: the same nine tables, initialisation
-    and state-dict keys) with its sum of embeddings computed by :func:`summed_embeddings`: ``x [N, 9] -> [N, C]``."""
+    and state-dict keys), computed by :func:`summed_embeddings`: ``x [N, 9] -> [N, C]``."""
 
     def forward(self, x: Tensor) -> Tensor:
         return summed_embeddings(x, [table.weight for table in self.atom_embedding_list])
@@ -75,7 +36,7 @@ class AtomFeatureEncoder(AtomEncoder):
 
 class BondFeatureEncoder(BondEncoder):
     r"""OGB's :class:`~ogb.graphproppred.mol_encoder.BondEncoder` (a subclass: the same three tables, initialisation
-    and state-dict keys) with its sum of embeddings computed by :func:`summed_embeddings`: ``[E, 3] -> [E, C]``."""
+    and state-dict keys), computed by :func:`summed_embeddings`: ``[E, 3] -> [E, C]``."""
 
     def forward(self, edge_attr: Tensor) -> Tensor:
         return summed_embeddings(edge_attr, [table.weight for table in self.bond_embedding_list])

@@ -22,7 +22,7 @@ def _lookups(x, tables):
 
 
 @pytest.mark.parametrize("n", [0, 1, 37])
-def test_embedding_bag_equals_the_lookups_with_gradients(n):
+def test_summed_embeddings_equal_the_lookups_with_gradients(n):
     dims = [7, 1, 3, 12]
     tables = [torch.randn(d, 5, dtype=torch.float64, requires_grad=True) for d in dims]
     x = _features(n, dims)
@@ -47,27 +47,10 @@ def test_a_broadcast_gradient_and_a_frozen_table():
         torch.testing.assert_close(a, b)
 
 
-def test_the_lookup_path_computes_the_same_function():
-    # GPUs, torch.compile and autocast take the look-ups: the same sums and gradients as the bag
-    dims = [300, 300]
-    tables = [torch.randn(d, 4, dtype=torch.float64, requires_grad=True) for d in dims]
-    x = _features(11, dims)
-    bag = summed_embeddings(x, tables)
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # embeddings keep their float64 under autocast
-        lookups = summed_embeddings(x, tables)
-    torch.testing.assert_close(bag, lookups)
-    g = torch.randn_like(bag)
-    for a, b in zip(torch.autograd.grad(bag, tables, g), torch.autograd.grad(lookups, tables, g)):
-        torch.testing.assert_close(a, b)
-
-
 @pytest.mark.parametrize("bad", [-1, 3])
 def test_an_index_outside_its_table_is_an_index_error(bad):
-    # the stacked tables share one row space: an index past its own table must not silently pick the next
-    # table's row
     x = torch.tensor([[0, 1], [2, bad]])
-    with pytest.raises(IndexError, match=rf"index {bad} of feature column 1 \(row 1\) is outside its embedding "
-                                         r"table of 3 rows"):
+    with pytest.raises(IndexError):
         summed_embeddings(x, [torch.randn(3, 2), torch.randn(3, 2)])
 
 

@@ -258,3 +258,46 @@ def test_layer_activation_dropout():
     assert "activation_dropout=1.0" in repr(layer)
     assert [k for k in GraphormerLayer(8, 2).state_dict() if k.startswith("ffn")] == \
         ["ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]  # checkpoint keys as before
+
+
+def _authors_encoder_layer(layer, x, key_padding_mask, attn_bias):
+    """The authors' Graphormer encoder layer (fairseq / GFSA ``GraphormerGraphEncoderLayer``, pre-LN, v1) written out
+    with torch ops and ``layer``'s weights: separate q, k, v projections, q scaled before the product, the bias added,
+    padded keys at -inf, ``F.dropout`` on each residual branch and after the FFN's GELU, in their order."""
+    import torch.nn.functional as F
+
+    B, N, C = x.shape
+    H, D = layer.heads, C // layer.heads
+    w_q, w_k, w_v = layer.attn.qkv.weight.split(C)
+    b_q, b_k, b_v = layer.attn.qkv.bias.split(C)
+    p, act_p = layer.dropout.p, layer.activation_dropout
+
+    def heads(t):
+        return t.view(B, N, H, D).transpose(1, 2)
+
+    residual = x
+    h = layer.norm1(x)
+    q = heads(F.linear(h, w_q, b_q) * D ** -0.5)
+    k, v = heads(F.linear(h, w_k, b_k)), heads(F.linear(h, w_v, b_v))
+    scores = (q @ k.transpose(-1, -2) + attn_bias).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    attn = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, N, C)
+    x = residual + F.dropout(layer.attn.out(attn), p, True)
+    residual = x
+    h = F.dropout(F.gelu(layer.ffn[0](layer.norm2(x))), act_p, True)
+    return residual + F.dropout(layer.ffn[2](h), p, True)
+
+
+def test_layer_with_dropout_agrees_with_the_authors_encoder_layer_under_one_seed():
+    # Dropout is torch's: under one seed our layer draws the masks the authors' layer draws, so with dropout on the two
+    # give the same outputs (on real nodes; our padded rows are zero).
+    torch.manual_seed(0)
+    layer = GraphormerLayer(16, 4, ffn_channels=32, dropout=0.3, activation_dropout=0.2).train()
+    x, mask = to_dense(torch.randn(9, 16), torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 1]))
+    bias = torch.randn(2, 4, 5, 5)
+    torch.manual_seed(7)
+    ours = layer(x, mask, bias)
+    torch.manual_seed(7)
+    theirs = _authors_encoder_layer(layer, x, ~mask, bias)
+    torch.testing.assert_close(ours[mask], theirs[mask], atol=1e-5, rtol=1e-5)
+    torch.manual_seed(8)
+    assert not torch.allclose(layer(x, mask, bias)[mask], theirs[mask])  # the masks did change the output

@@ -17,7 +17,7 @@ from torch_geometric.nn import GINEConv, GPSConv
 from torch_geometric.utils import to_dense_batch
 
 from gea_graph.bench.perf.core import Row, Settings, Target, layer_rows
-from gea_graph.bench.perf.data import LayerInput, layer_input, real_graphs
+from gea_graph.bench.perf.data import LayerInput, layer_input
 
 CHANNELS = 64
 HEADS = 4
@@ -76,58 +76,6 @@ def external_attention_rows(settings: Settings) -> list[Row]:
             partial(ours, inp.x, inp.batch, num_graphs=inp.num_graphs),
             ref, partial(ref, inp.x), Target("<=", 1.4), settings, _note(inp))
     return rows
-
-
-#: Graphs and width of the encoder and GCN rows (the Peptides-func recipes' batch and hidden size).
-RECIPE_GRAPHS, RECIPE_CHANNELS = 128, 128
-
-
-def encoder_rows(settings: Settings) -> list[Row]:
-    r"""OGB's atom and bond encoders as the models build them (:class:`~gea_graph.models.encoders.AtomFeatureEncoder`,
-    :class:`~gea_graph.models.encoders.BondFeatureEncoder`: the sum of the embeddings as one embedding bag on CPU)
-    vs OGB's own classes (one look-up per feature column), the same weights, on the OGB features of a Peptides-func
-    batch of :data:`RECIPE_GRAPHS` graphs, forward + backward."""
-    from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
-
-    from gea_graph.models.encoders import AtomFeatureEncoder, BondFeatureEncoder
-
-    graphs, note = real_graphs("Peptides-func", RECIPE_GRAPHS)
-    device = settings.device
-    x = torch.cat([g.x for g in graphs]).to(device)
-    edge_attr = torch.cat([g.edge_attr for g in graphs]).to(device)
-    rows: list[Row] = []
-    for label, ours_cls, ref_cls, feats in (("atom", AtomFeatureEncoder, AtomEncoder, x),
-                                            ("bond", BondFeatureEncoder, BondEncoder, edge_attr)):
-        ref = _seeded(partial(ref_cls, RECIPE_CHANNELS), device)
-        ours = ours_cls(RECIPE_CHANNELS).to(device)
-        ours.load_state_dict(ref.state_dict())
-        what = "nodes" if label == "atom" else "edges"
-        text = (f"{len(graphs)} graphs, {feats.size(0)} {what}, {RECIPE_CHANNELS} channels; "
-                f"reference: OGB's {ref_cls.__name__}")
-        rows += layer_rows(f"{label} encoder [Peptides-func, batch {RECIPE_GRAPHS}]", ours, partial(ours, feats),
-                           ref, partial(ref, feats), Target("<=", 0.67), settings,
-                           "; ".join(filter(None, [text, note])))
-    return rows
-
-
-def gcn_rows(settings: Settings) -> list[Row]:
-    r"""Our :class:`~gea_graph.nn.GCNLayer` (on CPU: one sparse product with the normalised adjacency) vs PyG's
-    :class:`~torch_geometric.nn.conv.GCNConv` called with ``edge_index`` (gather, weight and scatter the messages),
-    the same weights, on a Peptides-func batch of :data:`RECIPE_GRAPHS` graphs at width :data:`RECIPE_CHANNELS`,
-    forward + backward. Both sides normalise every call: ours gets a new view of ``edge_index`` each time, so it
-    builds its sparse matrix every call (a model builds it once a batch, for all its layers)."""
-    from torch_geometric.nn import GCNConv
-
-    from gea_graph.nn import GCNLayer
-
-    inp = layer_input("Peptides-func", RECIPE_CHANNELS, settings.device, count=RECIPE_GRAPHS)
-    ours = _seeded(partial(GCNLayer, RECIPE_CHANNELS), settings.device)
-    ref = GCNConv(RECIPE_CHANNELS, RECIPE_CHANNELS).to(settings.device)
-    ref.load_state_dict(ours.conv.state_dict())
-    ei = inp.edge_index
-    return layer_rows(f"GCN layer [Peptides-func, batch {RECIPE_GRAPHS}]", ours,
-                      lambda: ours(inp.x, ei.view(2, -1))[0], ref, partial(ref, inp.x, ei), Target("<=", 0.67),
-                      settings, _note(inp, f"{RECIPE_CHANNELS} channels; reference: PyG's GCNConv(x, edge_index)"))
 
 
 def _geaet_vs_gps(settings: Settings, label: str, target: float | dict[str, float],

@@ -25,8 +25,6 @@ def row_groups() -> dict[str, RowGroup]:
     return {
         "dataset": pipeline.dataset_build_rows,  # first: its build is the suite's ZINC
         "external": layers.external_attention_rows,
-        "encoders": layers.encoder_rows,
-        "gcn": layers.gcn_rows,
         "gps": layers.gps_layer_rows,
         "attention": attention.attention_rows,
         "geaet": layers.geaet_layer_rows,
