@@ -64,7 +64,7 @@ def test_a_trial_recipe_carries_the_drawn_values(tiny):
 
 
 def test_recipes_accept_a_sweep_block_and_training_ignores_it(tiny):
-    from gea_graph.train.run import recipe_digest
+    from gea_graph.train.run_dir import recipe_digest
 
     recipe = load_recipe(tiny)
     assert recipe.sweep["model.hidden"] == {"int": [8, 32], "step": 8}
