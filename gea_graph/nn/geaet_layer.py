@@ -40,9 +40,9 @@ class GEAETLayer(Module):
     residual + norm per branch, a residual around the FFN and a final norm (applied also with
     :obj:`use_ffn=False`, as in the code). The global attention is any of
     :func:`~gea_graph.nn.attention.attention_resolver`'s names and attends within each graph on
-    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: blocks of graphs of similar size on CPU, the
-    padded batch on a GPU; :obj:`"dense"`: the padded batch, the reference; both compute the same function). GEANet's edge input is the
-    MPNN's updated edge features (Eq. 8); its edge output (only changed with
+    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: blocks of graphs of similar size on
+    CPU, the padded batch on a GPU; :obj:`"dense"`: the padded batch, the reference; both compute the
+    same function). GEANet's edge input is the MPNN's updated edge features (Eq. 8); its edge output (only changed with
     :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its
     residual (:class:`~gea_graph.nn.GatedGCNLayer`) gets no second residual and no second dropout,
     only the norm (as the authors' code). Any branch can be switched off (:obj:`mpnn=None`,
@@ -53,15 +53,7 @@ class GEAETLayer(Module):
     evaluation mode) a graph's output does not depend on its batch-mates; see
     :class:`~gea_graph.nn.ExternalAttention` for what GEA mixes.
 
-    Norms: :obj:`"batch_norm"` (default, the authors'), :obj:`"layer_norm"` = **per-node**
-    :class:`torch.nn.LayerNorm` (PyG's resolver and hence :class:`~torch_geometric.nn.GPSConv`,
-    GraphGPS and the GEAET COCO config map ``"layer_norm"`` to a *graph-mode* LayerNorm that
-    normalises over all nodes of a graph; ask for :obj:`"graph_layer_norm"` to reproduce that), or
-    :obj:`None`.
-
-    Parameter counts reproduce the paper (geaet-notes §2.3): e.g. Peptides-Struct,
-    ``GEAETLayer(224, mpnn="gcn", attn=None, gea_heads=8, units=28, use_ffn=False,
-    local_out_act=True, act="gelu")`` has 53,368 parameters.
+    Where the defaults differ from the paper and the authors' code (norms, dropouts, FFN): ``docs/fidelity.md``.
 
     Args:
         channels (int): Feature size :math:`d`.
@@ -80,7 +72,9 @@ class GEAETLayer(Module):
         shared_unit (bool, optional): GEA shared unit. (default: :obj:`False`)
         norm_scope (str, optional): GEA softmax scope, :obj:`"graph"` or :obj:`"batch"`.
             (default: :obj:`"graph"`)
-        norm (str, optional): Norm of every branch and the output. (default: :obj:`"batch_norm"`)
+        norm (str, optional): Norm of every branch and the output: :obj:`"batch_norm"`, :obj:`"layer_norm"`
+            (per node), :obj:`"graph_layer_norm"` (PyG's graph-mode LayerNorm) or :obj:`None`.
+            (default: :obj:`"batch_norm"`)
         norm_kwargs (Dict[str, Any], optional): Arguments of the norms. (default: :obj:`None`)
         act (str, optional): Activation of the FFN, of :obj:`local_out_act` and inside the MPNN
             (GatedGCN's updates, the GIN/GINE MLPs). (default: :obj:`"relu"`)
@@ -104,9 +98,7 @@ class GEAETLayer(Module):
             through it :class:`~gea_graph.nn.ExternalAttention`, e.g.
             ``gea_kwargs={"eps": None, "edge_head_split": "strided"}`` for the authors' GEA), like
             :class:`~torch_geometric.nn.GPSConv`'s :obj:`attn_kwargs`. An argument the layer sets
-            itself (:attr:`branch_arguments`) must not be repeated there. The authors' GatedGCN
-            takes its internal dropout from ``ffn_dropout``; ours from :obj:`local_dropout` unless
-            ``mpnn_kwargs={"dropout": p}``.
+            itself (:attr:`branch_arguments`) must not be repeated there.
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from gea_graph.bench.perf import data as perf_data
-from gea_graph.bench.perf import layers as perf_layers
 from gea_graph.bench.perf import pipeline as perf_pipeline
 from gea_graph.bench.perf.core import JSON_KEYS, Row, Settings, Target
 from gea_graph.bench.perf.suite import run_suite
@@ -29,13 +28,12 @@ def test_suite_writes_reports_with_exact_keys(tmp_path: Path, monkeypatch: pytes
                                               ) -> None:
     # Tiny inputs: a few random molecule-like graphs instead of the real mini-batches.
     monkeypatch.setattr(perf_data, "real_graphs", _few_random_graphs)
-    monkeypatch.setattr(perf_layers, "real_graphs", _few_random_graphs)
     monkeypatch.setattr(perf_pipeline, "real_graphs", _few_random_graphs)
     rows = run_suite(Settings.tiny(), tmp_path, only=SMOKE_GROUPS, log=lambda _: None)
     assert rows
     assert not [row.note for row in rows if row.note.startswith("failed")]
-    assert {"atom encoder [Peptides-func, batch 128]", "bond encoder [Peptides-func, batch 128]",
-            "GCN layer [Peptides-func, batch 128]"} <= {row.name for row in rows}
+    assert {"size-grouped attention [Peptides-func, batch 128]", "size-grouped GFSA [Peptides-func, batch 128]",
+            "attention padding waste [Peptides-func, batch 128]"} <= {row.name for row in rows}
     data = json.loads((tmp_path / "perf.json").read_text())
     assert len(data) == len(rows)
     for obj in data:

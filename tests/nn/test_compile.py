@@ -104,9 +104,9 @@ needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++
 
 
 @needs_cxx
-def test_packed_attention_compiled_by_inductor_takes_new_batch_sizes():
-    # Inductor (torch 2.13, dynamic shapes) fixed the stride of the saved log-sum-exp [H, N] to its first batch's: the
-    # next batch failed its assert (tests/train/test_compile_training.py has the models)
+def test_attention_compiled_by_inductor_takes_new_batch_sizes():
+    # Inductor with dynamic shapes: a saved tensor's stride fixed to the first batch's fails the next batch's assert
+    # (tests/train/test_compile_training.py has the models)
     torch.manual_seed(0)
     layer = GEAETLayer(16, mpnn=None, attn="softmax", gea=False)
     _check_matches_eager(layer, _layer_inputs, [(3, 5, 4), (6, 2, 7, 3), (4, 4)], backend="inductor")

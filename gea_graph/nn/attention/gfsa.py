@@ -47,18 +47,11 @@ class GFSA(DenseAttentionBase):
 
     i.e. :math:`O(N^2 d)` per head instead of :math:`O(N^3)`.
 
-    Choices (gfsa-notes §1.6, §8):
-
-    * Coefficients are per head and per layer, initialised to :math:`(w_0, w_1, w_K) = (0, 1, 0)`,
-      so the layer starts as plain softmax attention. :obj:`learn` names the learnable ones; the
-      others are fixed buffers at their initial value. The default ``("w0", "w1", "wK")`` is the
-      paper's Eq. 5 / Algorithm 1; ``learn=("wK",)`` is the official code's form
-      :math:`\bar{\mathbf{A}} + w_K(\bar{\mathbf{A}} + (K-1)(\bar{\mathbf{A}}^2-\bar{\mathbf{A}}))`
-      (Graphormer ZINC code: ``K=2``; BERT code: additionally a fixed ``w0_init``, e.g. -0.01).
-    * Attention dropout is applied to :math:`\bar{\mathbf{A}}` *before* the filter and the same
-      dropped matrix is used in both products, as in the authors' Graphormer code.
-    * :math:`\mathbf{H}` is not renormalised (rows sum to :math:`w_0+w_1+w_K`), as in the paper.
-    * The graph token, if any, is part of the token graph like any node.
+    Coefficients are per head and per layer, initialised to :math:`(w_0, w_1, w_K) = (0, 1, 0)` (the
+    layer starts as softmax attention); :obj:`learn` names the learnable ones, the others are fixed
+    buffers. Attention dropout acts on :math:`\bar{\mathbf{A}}` before the filter, the same dropped
+    matrix in both products; :math:`\mathbf{H}` is not renormalised. Where this differs from the
+    authors' code: ``docs/fidelity.md``.
 
     For :math:`N \geq` ``sdpa_min_nodes`` (96) without attention dropout or stored weights, the two
     products run as two :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no
