@@ -56,10 +56,11 @@ def test_every_writing_command_follows_the_rule(trained, capsys, tmp_path):
     ckpt, csv, tmp = trained["ckpt"], trained["csv"], trained["tmp"]
     csv_before, ckpt_before = csv.read_bytes(), ckpt.read_bytes()
     link = tmp_path / "link.ckpt"
-    link.symlink_to(ckpt)  # the same file under another name
+    link.symlink_to(ckpt)  # the checkpoint under another name, read through a link
     cases = [
         (["predict", ckpt, "--csv", csv, "--smiles-column", "smiles", "--out", csv], "--out"),
-        (["predict", ckpt, "--smiles", "CCO", "--out", link], "is the checkpoint"),
+        (["predict", link, "--smiles", "CCO", "--out", ckpt], "is the checkpoint"),
+        (["predict", link, "--smiles", "CCO", "--out", tmp_path / "x" / ".." / "link.ckpt"], "is the checkpoint"),
         (["predict", ckpt, "--smiles", "CCO", "--out", tmp_path / "p.csv", "--embeddings", tmp_path / "e.npy",
           "--out", tmp_path / "e.npy"], "--out"),
         (["predict", ckpt, "--smiles", "CCO", "--out", tmp_path / "x" / ".." / "e.npy", "--embeddings",

@@ -47,6 +47,7 @@ BAD = {
     checks.torch_device: ["tpu", "cuda:99", "nosuch"],
     names.perf_group: ["nosuch"],
     names.selfcheck_name: ["nosuch"],
+    names.external_reduction: ["nosuch", ""],
 }
 #: A good value of each check, for the positionals before the one walked.
 GOOD = {names.recipe_spec: "gin-tree-r2", checks.input_file: "{file}", names.dataset_name: "zinc"}

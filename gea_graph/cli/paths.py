@@ -2,8 +2,9 @@ r"""The one rule of every command that writes: an output never replaces an input
 
 A command calls :func:`refuse_overlap` with its inputs (a checkpoint, a CSV, a recipe file) and the files it is about
 to write (``--out``, ``--embeddings``, the files ``--ogb-submission DIR`` or a run folder receives), by option name,
-before it loads or writes anything. Paths are compared after resolving links and ``..`` (``os.path.realpath``), and
-files that exist are also compared by device and inode (``os.path.samefile``: a hard link is the same file).
+before it loads or writes anything. An input is the file it names, links followed (``os.path.realpath``), and the
+name itself; an output is its name in its real folder: every file is written to a temporary file and renamed into
+place (:mod:`gea_graph.io`), which replaces a link found at that name and never writes through it.
 """
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from pathlib import Path
 PathLike = str | os.PathLike
 
 
-def _same(a: PathLike, b: PathLike) -> bool:
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet: its resolved path was compared above
-        return False
+def _place(path: PathLike) -> str:
+    # the directory entry a write replaces: the name in its folder, the folder's links and `..` resolved
+    path = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _reads(path: PathLike) -> set[str]:
+    # what reading an input touches: its name, and the file a link there leads to
+    return {_place(path), os.path.realpath(path)}
 
 
 def refuse_overlap(inputs: Mapping[str, PathLike | Iterable[PathLike] | None],
@@ -41,10 +44,10 @@ def refuse_overlap(inputs: Mapping[str, PathLike | Iterable[PathLike] | None],
     sources, targets = items(inputs), items(outputs)
     for i, (name, path) in enumerate(targets):
         for source, given in sources:
-            if _same(path, given):
+            if _place(path) in _reads(given):
                 raise ValueError(f"{name} {str(path)!r} is {source} {str(given)!r}: an output never replaces an "
                                  f"input; choose another file")
         for other, given in targets[:i]:
-            if _same(path, given):
+            if _place(path) == _place(given):
                 raise ValueError(f"{name} {str(path)!r} is also {other} {str(given)!r}: two outputs cannot share a "
                                  f"file; choose another one")

@@ -142,15 +142,12 @@ def test_release_memory_settings_are_resumable_and_leave_the_digest():
     assert recipe_digest(base) == recipe_digest(changed)
 
 
-def test_cli_turns_on_huge_page_allocation_before_torch():
-    code = ("import os; os.environ.pop('THP_MEM_ALLOC_ENABLE', None); import gea_graph.cli, sys; "
-            "print(os.environ['THP_MEM_ALLOC_ENABLE'], 'torch' in sys.modules)")
+def test_the_cli_sets_no_process_wide_allocator_setting():
+    # issue 46: process-wide allocator settings leave the library (the perf harness may set its own)
+    code = ("import os; os.environ.pop('THP_MEM_ALLOC_ENABLE', None); from gea_graph.cli import main; "
+            "main(['--help']); print('THP_MEM_ALLOC_ENABLE' in os.environ)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["1", "False"]
-    kept = subprocess.run([sys.executable, "-c", "import gea_graph.cli, os; print(os.environ['THP_MEM_ALLOC_ENABLE'])"],
-                          capture_output=True, text=True, check=True, env={**__import__("os").environ,
-                                                                           "THP_MEM_ALLOC_ENABLE": "0"}).stdout
-    assert kept.strip() == "0"
+    assert out[-1] == "False"
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
