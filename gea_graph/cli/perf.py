@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch CPU threads for every row (default: torch's default)")
     p.add_argument("--only", nargs="+", type=arg(names.perf_group), metavar="GROUP", default=None,
-                   help="run only these groups of rows: dataset external encoders gcn gps attention geaet "
+                   help="run only these groups of rows: dataset external gps attention geaet "
                         "graphormer agf spd train geanet memory predict, and compile (compiled vs eager) and "
                         "scale (PCQM4Mv2 replica build and loader vs OGB and PyG), which run only when named")
     p.set_defaults(func=run)

@@ -1,25 +1,15 @@
 r"""Bounding the resident memory of a CPU training run.
 
-A training step on CPU allocates and frees hundreds of tensors of a few to tens of MB whose sizes change with every
-mini-batch (the node and edge counts of the batch). glibc's allocator serves them from its heap and returns freed
-memory to the system only from the heap's top; the heap fragments, keeps growing, and a process whose step needs
-about 1 GiB held 4 GiB after one Peptides-func epoch and 7-12 GiB after 30 minutes, of which ~170 MiB were in use
-between steps (``mallinfo2``: the rest was free heap kept resident). Two measures bound it:
-
-* ``THP_MEM_ALLOC_ENABLE=1`` (set by the ``gea-graph`` command before torch is imported, unless the environment
-  sets it): PyTorch then page-aligns every allocation of 2 MiB or more and backs it by transparent huge pages, which
-  fragments the heap less (2.6 vs 4.0 GiB after 100 Peptides-func steps) and makes the steps ~5 % faster (fewer
-  TLB misses).
-* :class:`ReleaseFreeHeap`: glibc's ``malloc_trim(0)`` hands the free pages inside the heap back to the system. Pages
-  that are used again are faulted back in, which is what a release costs: released after every step, an epoch of
-  the Peptides-func GEAET recipe spends 42 s in the kernel instead of 14 s and takes 16 % longer
-  (``docs/performance.md``, "A bound instead of an interval"). So it runs every :data:`TRIM_EVERY` steps, around
-  each evaluation, and, where a recipe sets ``trainer.release_memory_above``, after any step that leaves the
-  resident set above that many MiB: a bound on the memory that pays only for the releases it needs. A recipe's
-  ``trainer.release_memory_every`` sets the interval (``null``: none). At the same time the pages of the
-  dataset's store files leave the resident set (:func:`gea_graph.data.store.release_mapped_pages`): a run reads
-  rows spread over the whole file, and each page it touched would otherwise stay counted (about 270 MB of
-  Peptides-func's store); they stay in the page cache, so the rows read next are minor faults, not disk reads.
+A training step on CPU allocates and frees many tensors whose sizes change with every mini-batch (its node and edge
+counts). glibc's allocator serves them from its heap and returns freed memory to the system only from the heap's
+top, so the heap fragments and a long run keeps far more resident than it uses between steps.
+:class:`ReleaseFreeHeap` hands the free pages inside the heap back (glibc's ``malloc_trim(0)``). Pages used again are
+faulted back in, which is what a release costs, so it runs every :data:`TRIM_EVERY` steps, around each evaluation,
+and, where a recipe sets ``trainer.release_memory_above``, after any step that leaves the resident set above that
+many MiB: a bound that pays only for the releases it needs. A recipe's ``trainer.release_memory_every`` sets the
+interval (``null``: none). At the same time the pages of the dataset's store files leave the resident set
+(:func:`gea_graph.data.store.release_mapped_pages`); they stay in the page cache. The library sets no process-wide
+allocator or heap setting (``docs/performance.md``, "Memory of a CPU run").
 """
 from __future__ import annotations
 
