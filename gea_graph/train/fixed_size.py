@@ -283,6 +283,20 @@ def padding(batch: Any) -> Iterator[None]:
         yield
 
 
+def predict_and_loss(model: torch.nn.Module, batch: Any, max_num_nodes: int | None, loss: str,
+                     task: str) -> tuple[Tensor, Tensor]:
+    r"""``(predictions, masked loss)`` of ``model`` on a padded batch: the function a fixed-size run compiles whole
+    (``torch.compile(predict_and_loss, fullgraph=True, dynamic=False)``, one graph per shape; with
+    ``mode="reduce-overhead"`` a CUDA graph), so that the loss joins the model's forward and backward graphs."""
+    from gea_graph.models.networks import GraphModel
+    from gea_graph.train.metrics import masked_loss, prepare
+
+    pred = model(batch, max_num_nodes=max_num_nodes) if isinstance(model, GraphModel) else model(batch)
+    out, target = prepare(pred, batch, task)
+    rows = batch.node_mask if task == "node_classification" else batch.graph_mask
+    return pred, masked_loss(loss, out, target, rows)
+
+
 def unpad(pred: Tensor, batch: Any, task: str) -> Tensor:
     r"""The rows of ``pred`` (a model's output for a padded batch) that belong to real graphs (host-side sizes are
     read: for tests and inference, not for a training step)."""

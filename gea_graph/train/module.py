@@ -185,11 +185,18 @@ class GraphTask(L.LightningModule):
         # trainer.compile: the compiled model shares the model's parameters (not a submodule: the state dict stays)
         backend = "inductor" if tr.compile in (True, "reduce-overhead") else tr.compile
         mode = "reduce-overhead" if tr.compile == "reduce-overhead" else None
-        if backend and self.fixed_size:  # static shapes: one graph per fixed shape (and per train/eval mode)
-            self.__dict__["_compiled"] = torch.compile(self.model, fullgraph=True, dynamic=False, backend=backend,
-                                                       mode=mode)
-        else:
-            self.__dict__["_compiled"] = DynamicCompiled(self.model, backend=backend, mode=mode) if backend else None
+        self.__dict__["_compiled"] = self.__dict__["_compiled_step"] = None
+        if backend and self.fixed_size:  # static shapes: forward and loss as one graph per fixed shape
+            self.__dict__["_compiled_step"] = torch.compile(fixed_size.predict_and_loss, fullgraph=True,
+                                                            dynamic=False, backend=backend, mode=mode)
+        elif backend:
+            self.__dict__["_compiled"] = DynamicCompiled(self.model, backend=backend, mode=mode)
+        self._cuda_graphs = mode == "reduce-overhead"
+
+    def fixed_shapes(self) -> list[fixed_size.FixedShape]:
+        r"""Every fixed shape planned so far (all splits): a fixed-size compiled run compiles at most one graph for
+        each (and for each of training and evaluation that uses it)."""
+        return [shape for shapes, _ in self._shapes.values() for shape in shapes]
 
     @property
     def higher_is_better(self) -> bool:
@@ -201,11 +208,19 @@ class GraphTask(L.LightningModule):
     def forward(self, batch) -> Tensor:
         r"""The model's predictions for ``batch``, given the sizes that :meth:`on_before_batch_transfer` read on the
         host (so the model makes no host sync), compiled when ``trainer.compile`` is on."""
+        return self._predict(batch)[0]
+
+    def _predict(self, batch) -> tuple[Tensor, Tensor | None]:
+        # (predictions, the masked loss where the fixed-size step computed it in its compiled graph, else None)
         sizes = batch.__dict__.pop(_HOST_SIZES, {})
+        if self._cuda_graphs and torch.cuda.is_available():  # the last step's outputs are no longer read
+            torch.compiler.cudagraph_mark_step_begin()
         with fixed_size.padding(batch):  # batch norm leaves a padded batch's padding rows out
+            if self._compiled_step is not None and fixed_size.is_padded(batch):
+                return self._compiled_step(self.model, batch, sizes.get("max_num_nodes"), self.loss_name, self.task)
             if self._compiled is not None:  # the per-graph counts would be guarded on: the compiled model plans
-                return self._compiled(batch, **{k: v for k, v in sizes.items() if k == "max_num_nodes"})  # padded
-            return self.model(batch, **sizes)
+                return self._compiled(batch, **{k: v for k, v in sizes.items() if k == "max_num_nodes"}), None
+            return self.model(batch, **sizes), None
 
     def _loader_shapes(self, dataloader_idx: int) -> tuple[list[fixed_size.FixedShape], dict[str, str]]:
         # The fixed shapes of the split the running loader reads, planned once from all its graphs.
@@ -259,13 +274,14 @@ class GraphTask(L.LightningModule):
         torch.manual_seed((self.seed * 1_000_003 + self.global_step) * 64 + self.global_rank)
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        pred, target = prepare(self(batch), batch, self.task)
+        out, loss = self._predict(batch)
+        pred, target = prepare(out, batch, self.task)
         rows = real_rows(batch, self.task)
         if isinstance(target, LinkTargets):
             # a batch without any positive pair contributes 0 (not NaN) and keeps the graph connected
             loss = self.loss(pred, target) if target_count(target) else pred.sum() * 0.0
-        else:  # a masked mean over the labelled cells of the real rows: no host sync
-            loss = masked_loss(self.loss_name, pred, target, rows)
+        elif loss is None:  # (else the compiled fixed-size step computed it) a masked mean over the labelled cells
+            loss = masked_loss(self.loss_name, pred, target, rows)  # of the real rows: no host sync
         aux = self.model.aux_loss()
         total = loss + aux
         # The epoch's mean loss accumulates on the device (weighted by the step's graphs, a device tensor for a
