@@ -46,20 +46,19 @@ def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool 
     r"""The recipe's optimiser (``torch.optim.AdamW``, or ``torch.optim.Adam`` for ``optim.optimizer: adam``) over
     :obj:`parameters`, with its rate, betas, epsilon and weight decay.
 
-    With :obj:`fused` (every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation: one
-    kernel per step where the default is a loop of about ten operators per parameter tensor. On CUDA it is also
-    ``capturable``, with the rate a device tensor (schedules write it in place), so that the step counters never
-    leave the device and a CUDA graph can hold the update. Training uses it on CUDA (:meth:`GraphTask.
-    configure_optimizers`); on CPU it keeps the default loop (docs/performance.md, "Fused Adam(W)": a DDP run of
-    two CPU processes drifted 3.6e-4 from one with it)."""
+    With :obj:`fused` (every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused, ``capturable``
+    implementation with the rate a tensor on the parameters' device (schedules write it in place): one kernel per
+    step where the default is a loop of about ten operators per parameter tensor, and step counters that never
+    leave the device, so that a CUDA graph can hold the update. Training uses it on CUDA
+    (:meth:`GraphTask.configure_optimizers`); CPU runs keep the default loop (docs/performance.md, "Fused
+    Adam(W)")."""
     params = list(parameters)
     cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
     fused = fused and bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
                                            for p in params)
-    cuda = fused and all(p.device.type == "cuda" for p in params)
-    lr: float | Tensor = torch.tensor(opt.lr, device=params[0].device) if cuda else opt.lr
+    lr: float | Tensor = torch.tensor(float(opt.lr), device=params[0].device) if fused else opt.lr
     return cls(params, lr=lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay,
-               fused=True if fused else None, capturable=cuda)
+               fused=True if fused else None, capturable=fused)
 
 
 def cosine_with_warmup(warmup: int, total: int) -> Callable[[int], float]:
