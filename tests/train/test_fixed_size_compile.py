@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from gea_graph.train import fit, recipe_from_dict, read_metrics
+from gea_graph.train import fit, read_metrics, recipe_from_dict
 
 from .test_training import FAKE
 

@@ -38,7 +38,7 @@ def row_groups() -> dict[str, RowGroup]:
         "memory": training.training_rss_rows,
         "predict": predict.predict_rows,
         "compile": compiled.compile_rows,
-        "gpu-step": gpu_step.gpu_step_rows,
+        "gpu": gpu_step.gpu_step_rows,
         "scale": scale.scale_rows,
     }
 
