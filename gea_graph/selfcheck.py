@@ -583,6 +583,19 @@ def check_compile(ctx: Context) -> str:
     return f"backend {backend}: 1 graph, 0 breaks; outputs and gradients equal eager (max gap {worst:.1e})"
 
 
+@register_check("captured step = eager")
+def check_captured_step(ctx: Context) -> str:
+    r"""A fixed-size training step compiled with ``reduce-overhead`` (one CUDA graph, captured once and replayed on
+    new batches of its shape) gives eager mode's loss and gradients to 1e-5 in fp32
+    (:func:`gea_graph.train.capture.replay_gap`; on a CPU compiled with ``aot_eager``, no CUDA graph)."""
+    from gea_graph.train.capture import replay_gap
+
+    gap, graphs = replay_gap(ctx.device)
+    assert graphs == 1, f"{graphs} graphs for one fixed shape"
+    how = "1 captured CUDA graph" if ctx.cuda else "1 compiled graph (aot_eager)"
+    return f"3 steps, {how}; loss and gradients equal eager (max gap {gap:.1e})"
+
+
 @register_check("checkpoint: device -> CPU")
 def check_checkpoint(ctx: Context) -> str:
     r"""A run of the small molecule recipe on the device (``gea_graph.train.fit``) writes a checkpoint that loads on

@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="torch CPU threads for every row (default: torch's default)")
     p.add_argument("--only", nargs="+", type=arg(names.perf_group), metavar="GROUP", default=None,
                    help="run only these groups of rows: dataset external gps attention geaet "
-                        "graphormer agf spd train geanet memory predict, and compile (compiled vs eager) and "
+                        "graphormer agf spd train geanet memory predict gpu, and compile (compiled vs eager) and "
                         "scale (PCQM4Mv2 replica build and loader vs OGB and PyG), which run only when named")
     p.set_defaults(func=run)
 

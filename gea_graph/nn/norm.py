@@ -1,5 +1,8 @@
-r"""Batch normalisation over the global batch of a distributed run."""
+r"""Batch normalisation over the global batch of a distributed run, and over the real rows of a padded batch."""
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -10,6 +13,30 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 def _world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+#: The row masks of the padded batch being run (:func:`padding_rows`), by row count: ``{N: [N] bool, ...}``.
+_PADDING: dict[int, Tensor] = {}
+
+
+@contextmanager
+def padding_rows(*masks: Tensor) -> Iterator[None]:
+    r"""Within it, every :class:`DistributedBatchNorm` whose input has as many rows as one of :obj:`masks` (``[R]``
+    bool, ``True`` on real rows) takes its training statistics over the real rows only: what a fixed-size batch
+    (:mod:`gea_graph.train.fixed_size`) needs so that its padding changes no result. The masks are told apart by
+    their lengths (a padded batch's nodes, edges and graphs differ in number), so the layers need no mask argument.
+    """
+    sizes = [m.size(0) for m in masks]
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"padding_rows: the masks must differ in length (got {sizes})")
+    previous = dict(_PADDING)
+    _PADDING.clear()
+    _PADDING.update({m.size(0): m for m in masks})
+    try:
+        yield
+    finally:
+        _PADDING.clear()
+        _PADDING.update(previous)
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -63,27 +90,53 @@ class DistributedBatchNorm(_BatchNorm):
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
 
     def forward(self, input: Tensor) -> Tensor:
-        r"""Normalises ``input`` with the global batch's statistics (training) or the running ones."""
+        r"""Normalises ``input`` with the (global, real-row) batch's statistics in training, else the running ones."""
         self._check_input_dim(input)
-        if not (self.training and _world_size() > 1):
+        mask = _PADDING.get(input.size(0)) if self.training else None
+        spans = self.training and _world_size() > 1
+        if mask is None and not spans:
             return super().forward(input)
         x = input.float()  # statistics in float32 also under autocast
         channels = x.size(1)
         dims = [0, *range(2, x.dim())]
         shape = (1, channels) + (1,) * (x.dim() - 2)
-        count = x.new_full((1,), x.numel() / channels)
-        sums = _AllReduceSum.apply(torch.cat([x.sum(dims), count]))
+        per_row = x[0].numel() / channels  # values per channel in a row
+        if mask is not None:  # padding rows are left out of every sum (torch.where: their values may be anything)
+            real = mask.view((-1,) + (1,) * (x.dim() - 1))
+            x = torch.where(real, x, 0.0)
+            count = (mask.sum() * per_row).to(x.dtype).view(1)
+        else:
+            real = None
+            count = x.new_full((1,), x.size(0) * per_row)
+        sums = torch.cat([x.sum(dims), count])
+        if spans:
+            sums = _AllReduceSum.apply(sums)
         total = sums[channels]
-        mean = sums[:channels] / total
+        mean = sums[:channels] / total.clamp(min=1)
         centred = x - mean.view(shape)
-        var = _AllReduceSum.apply((centred * centred).sum(dims)) / total
-        if self.track_running_stats:
+        if real is not None:
+            centred = torch.where(real, centred, 0.0)
+        squares = (centred * centred).sum(dims)
+        var = (_AllReduceSum.apply(squares) if spans else squares) / total.clamp(min=1)
+        # A batch of one real row in one process: its running statistics, as the layers do unpadded (a padded batch
+        # has more rows, so the layers cannot tell)
+        running = None
+        if not spans and self.running_mean is not None:
+            running = total <= per_row
+            mean = torch.where(running, self.running_mean.float(), mean)
+            var = torch.where(running, self.running_var.float(), var)
+            centred = x - mean.view(shape)
+        if self.track_running_stats and self.running_mean is not None:
             with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-                self.running_mean.lerp_(mean.to(self.running_mean.dtype), factor)
+                learn = (~running).to(mean.dtype) if running is not None else mean.new_ones(())
+                self.num_batches_tracked.add_(learn.long())
+                if self.momentum is None:
+                    factor = learn / self.num_batches_tracked.clamp(min=1)
+                else:
+                    factor = learn * self.momentum
+                self.running_mean.lerp_(mean.to(self.running_mean.dtype), factor.to(self.running_mean.dtype))
                 unbiased = var * total / (total - 1).clamp(min=1)
-                self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
+                self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor.to(self.running_var.dtype))
         out = centred * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             out = out * self.weight.view(shape) + self.bias.view(shape)

@@ -114,6 +114,30 @@ class LinkRanking(Metric):
         return dict(zip(self.KEYS, mean.unbind()))
 
 
+class WeightedMean(Metric):
+    r""":math:`\sum_i w_i v_i / \sum_i w_i` over every update (tensors or numbers of any broadcastable shapes), in two
+    float64 sums that stay on the device until :meth:`compute` (NaN when no weight was given).
+    :class:`~torchmetrics.MeanMetric` with ``nan_strategy="disable"`` ignores the weights, and its other strategies
+    look for NaN on the host at every update."""
+
+    full_state_update = False
+    higher_is_better = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("total", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("weight", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, value: Tensor, weight: Tensor | float = 1.0) -> None:
+        value = torch.as_tensor(value, device=self.total.device)
+        weight = torch.broadcast_to(torch.as_tensor(weight, device=self.total.device), value.shape)
+        self.total += (value.double() * weight.double()).sum()
+        self.weight += weight.double().sum()
+
+    def compute(self) -> Tensor:
+        return (self.total / self.weight).float()
+
+
 def metric_values(name: str, value: Tensor | dict[str, Tensor]) -> tuple[float, dict[str, float]]:
     r"""The headline value of metric ``name`` and, for a metric that computes several (:class:`LinkRanking`), the
     others by key (``{}`` otherwise)."""
@@ -168,20 +192,32 @@ def resolve_task(cfg: ModelConfig, loss: str = "auto", metric: str = "auto") -> 
 
 
 def make_metric(name: str, cfg: ModelConfig) -> Metric:
-    r"""A fresh torchmetrics metric: ``mae``, ``accuracy`` (micro), ``ap`` (macro multi-label average precision,
-    as LRGB), ``f1`` (macro, as LRGB's VOC/COCO), ``mrr`` (:class:`LinkRanking`: the raw MRR, with Hits@k and the
-    filtered values beside it)."""
-    if name == "mae":
-        return torchmetrics.MeanAbsoluteError()
-    if name == "accuracy":
-        return torchmetrics.Accuracy(task="multiclass", num_classes=cfg.out_channels, average="micro")
+    r"""A fresh torchmetrics metric, updated with :func:`metric_input`'s values: ``mae`` and ``accuracy`` (micro) as
+    a :class:`WeightedMean` of the absolute errors / hits weighted by the cells that count (the same
+    values as :class:`~torchmetrics.MeanAbsoluteError` and micro :class:`~torchmetrics.Accuracy`, with missing
+    targets and padding weighted 0 instead of indexed out: no host sync), ``ap`` (macro multi-label average
+    precision, as LRGB), ``f1`` (macro, as LRGB's VOC/COCO), ``mrr`` (:class:`LinkRanking`: the raw MRR, with Hits@k
+    and the filtered values beside it). Missing labels and padding rows reach ``ap`` and ``f1`` as
+    ``ignore_index=-1``. Every state stays on the device until ``compute()``."""
+    if name in ("mae", "accuracy"):
+        return WeightedMean()
     if name == "ap":
         # ignore_index: missing (NaN) labels, passed as -1, are left out per label (OGB's rocauc/ap evaluators)
         return torchmetrics.AveragePrecision(task="multilabel", num_labels=cfg.out_channels, average="macro",
-                                             ignore_index=-1)
+                                             ignore_index=-1, validate_args=False)
     if name == "f1":
-        return torchmetrics.F1Score(task="multiclass", num_classes=cfg.out_channels, average="macro")
+        return torchmetrics.F1Score(task="multiclass", num_classes=cfg.out_channels, average="macro",
+                                    ignore_index=-1, validate_args=False)
     return LinkRanking()
+
+
+def valid_cells(target: Tensor, rows: Tensor | None = None) -> Tensor:
+    r"""The target cells that count (bool, ``target``'s shape): labelled (not NaN) and, when ``rows [M]`` is given
+    (a padded batch's graph or node mask), in a real row."""
+    valid = ~torch.isnan(target) if target.is_floating_point() else torch.ones_like(target, dtype=torch.bool)
+    if rows is not None:
+        valid = valid & rows.view((-1,) + (1,) * (target.dim() - 1))
+    return valid
 
 
 def prepare(pred: Tensor, batch, task: str) -> tuple[Tensor, Tensor | LinkTargets]:
@@ -213,9 +249,52 @@ def loss_fn(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     return cross_entropy
 
 
-def metric_input(name: str, pred: Tensor, target: Tensor | LinkTargets) -> tuple[Tensor, Tensor | LinkTargets]:
-    r"""Casts predictions/targets for the torchmetrics update (float32 predictions, long labels; float64 for ``ap``,
-    whose sums over thousands of ranked predictions were 1e-5 off OGB's float64 evaluator in float32)."""
-    if name == "ap":
-        return pred.detach().double(), target.long()
-    return pred.detach().float(), target
+def metric_input(name: str, pred: Tensor, target: Tensor | LinkTargets,
+                 rows: Tensor | None = None) -> tuple[Tensor, ...]:
+    r"""The values a :func:`make_metric` metric is updated with, for predictions and targets as from
+    :func:`prepare`: missing targets (and, with ``rows``, a padded batch's padding rows) weigh 0 or become the
+    ``ignore_index`` (no boolean indexing, so no host sync). Float32 predictions; float64 for ``ap``, whose sums
+    over thousands of ranked predictions were 1e-5 off OGB's float64 evaluator in float32."""
+    if isinstance(target, LinkTargets):
+        return pred.detach().float(), target
+    valid = valid_cells(target, rows)
+    pred = pred.detach()
+    if name == "mae":
+        error = (pred.float() - torch.where(valid, target, 0).to(torch.float32)).abs()
+        return torch.where(valid, error, 0.0), valid.float()
+    if name == "accuracy":
+        hits = (pred.argmax(dim=-1) == target).float()
+        return torch.where(valid, hits, 0.0), valid.float()
+    target = torch.where(valid, target, -1).long()
+    return (pred.double() if name == "ap" else pred.float()), target
+
+
+def masked_loss(name: str, pred: Tensor, target: Tensor, rows: Tensor | None = None) -> Tensor:
+    r"""The loss ``name`` (``l1``, ``mse``, ``bce``, ``ce``, ``wce``) as a masked mean over the target cells that
+    count (:func:`valid_cells`: labelled, in a real row):
+
+    .. math::
+        \mathcal{L} = \frac{\sum_i m_i \, \ell_i}{\max(1, \sum_i m_i)}
+
+    the value of :func:`loss_fn`'s loss on the labelled cells alone (0 where no cell counts), computed with
+    ``torch.where`` instead of boolean indexing: no host sync, fixed shapes (a CUDA graph can hold it)."""
+    valid = valid_cells(target, rows)
+    safe = torch.where(valid, target, 0)
+    if name == "l1":
+        per = (pred - safe.to(pred.dtype)).abs()
+    elif name == "mse":
+        per = (pred - safe.to(pred.dtype)).square()
+    elif name == "bce":
+        per = F.binary_cross_entropy_with_logits(pred, safe.to(pred.dtype), reduction="none")
+    elif name in ("ce", "wce"):
+        per = -pred.log_softmax(dim=-1).gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
+    else:
+        raise ValueError(f"masked_loss: no masked form of the loss {name!r}")
+    weight = valid.to(per.dtype)
+    if name == "wce":  # the class weights of class_balanced_cross_entropy, over the cells that count
+        counts = (F.one_hot(safe.long(), pred.size(-1)).to(per.dtype) * weight.unsqueeze(-1)).sum(0)
+        total = weight.sum()
+        classes = (total - counts) / total.clamp(min=1) * (counts > 0)
+        weighted = weight * classes.gather(0, safe.long())
+        weight = torch.where(classes.any(), weighted, weight)  # a single class: plain cross-entropy
+    return torch.where(valid, per * weight, 0.0).sum() / weight.sum().clamp(min=torch.finfo(per.dtype).tiny)

@@ -12,17 +12,22 @@ import torch
 import torchmetrics
 from lightning.pytorch.callbacks import Timer
 from torch import Tensor
+from torch_geometric.data import Batch
 from torch_geometric.data.data import BaseData
 
 from gea_graph.models import build_model, count_parameters
 from gea_graph.models.networks import GraphModel, host_sizes
 from gea_graph.nn.compiling import DynamicCompiled
+from gea_graph.nn.norm import DistributedBatchNorm
+from gea_graph.train import fixed_size
 from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record
 from gea_graph.train.metrics import (
     HIGHER_IS_BETTER,
     LinkTargets,
+    WeightedMean,
     loss_fn,
     make_metric,
+    masked_loss,
     metric_input,
     metric_values,
     prepare,
@@ -39,19 +44,20 @@ def time_cap(trainer: L.Trainer) -> Timer | None:
 
 def build_optimizer(parameters: Iterable[Tensor], opt: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
     r"""The recipe's optimiser (``torch.optim.AdamW``, or ``torch.optim.Adam`` for ``optim.optimizer: adam``) over
-    :obj:`parameters`, with its rate, betas, epsilon and weight decay: PyTorch's default implementation, as training
-    uses it.
+    :obj:`parameters`, with its rate, betas, epsilon and weight decay.
 
-    With :obj:`fused` (and every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused implementation
-    instead: one kernel per step where the default is a loop of about ten operators per parameter tensor. Training
-    does not use it: under DDP on CPU it made two processes differ from one by 3.6e-4 (the loop: 2e-6), which is
-    not explained yet."""
+    With :obj:`fused` (every parameter a floating tensor on CPU or CUDA) it is PyTorch's fused, ``capturable``
+    implementation with the rate a tensor on the parameters' device (schedules write it in place): one kernel per
+    step where the default is a loop of about ten operators per parameter tensor, and step counters that never
+    leave the device, so that a CUDA graph can hold the update. Training uses it on CUDA
+    (:meth:`GraphTask.configure_optimizers`); CPU runs keep the default loop."""
     params = list(parameters)
     cls = torch.optim.Adam if opt.optimizer == "adam" else torch.optim.AdamW
     fused = fused and bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
                                            for p in params)
-    return cls(params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay,
-               fused=True if fused else None)
+    lr: float | Tensor = torch.tensor(float(opt.lr), device=params[0].device) if fused else opt.lr
+    return cls(params, lr=lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay,
+               fused=True if fused else None, capturable=fused)
 
 
 def cosine_with_warmup(warmup: int, total: int) -> Callable[[int], float]:
@@ -103,11 +109,32 @@ _HOST_SIZES = "_gea_host_sizes"
 def labelled(pred: Tensor, target: Tensor, task: str) -> tuple[Tensor, Tensor]:
     r"""Drops missing (NaN) targets of regression and multi-label tasks, per target, as OGB's examples do
     (``is_labeled = y == y``): returns the labelled cells ``[M]`` of ``pred`` and ``target``. Other tasks are
-    returned unchanged (their data may have no NaN; :func:`gea_graph.train.data.check_splits` refuses it)."""
+    returned unchanged (their data may have no NaN; :func:`gea_graph.train.data.check_splits` refuses it).
+    Boolean indexing (a host sync on a GPU): training masks instead (:func:`~gea_graph.train.metrics.masked_loss`),
+    this is for reading results on the host."""
     if task not in _MASKED_TASKS or not target.is_floating_point():
         return pred, target
     mask = ~torch.isnan(target)
     return pred[mask], target[mask]
+
+
+def real_rows(batch, task: str) -> Tensor | None:
+    r"""The padded batch's mask of the rows a prediction has (nodes for node classification, else graphs); ``None``
+    for a batch without padding."""
+    if not fixed_size.is_padded(batch):
+        return None
+    return batch.node_mask if task == "node_classification" else batch.graph_mask
+
+
+def use_fixed_size(trainer_cfg: Any, model_cfg: Any) -> bool:
+    r"""Whether a run pads its batches (``trainer.fixed_size``: ``auto`` where the step is compiled with CUDA
+    graphs, i.e. ``trainer.compile: reduce-overhead``); a clear error where ``true`` asks for a model that cannot."""
+    why = fixed_size.supported(model_cfg)
+    if trainer_cfg.fixed_size == "auto":
+        return trainer_cfg.compile == "reduce-overhead" and why is None
+    if trainer_cfg.fixed_size and why is not None:
+        raise ValueError(f"trainer.fixed_size: true cannot pad batches for this model: {why}")
+    return bool(trainer_cfg.fixed_size)
 
 
 def target_count(target: Tensor | LinkTargets) -> int:
@@ -144,13 +171,30 @@ class GraphTask(L.LightningModule):
         self.train_metric = make_metric(self.metric_name, self.recipe.model)  # trainer.eval_train's
         #: ``(metric, further values)`` of the training split after :meth:`on_test_epoch_end` (else ``None``)
         self.train_result: tuple[float, dict[str, float]] | None = None
-        # nan_strategy "disable": no NaN check (a host sync per step); a NaN loss shows as a NaN epoch loss
-        self.train_loss = torchmetrics.MeanMetric(nan_strategy="disable")
+        # no NaN check (a host sync per step): a NaN loss shows as a NaN epoch loss
+        self.train_loss = WeightedMean()
         self.history: list[dict[str, float]] = []
         self._epoch_start = 0.0
+        #: Fixed-size batches (trainer.fixed_size): their shapes per loader, planned on first use
+        self.fixed_size = use_fixed_size(tr, self.recipe.model)
+        self._shapes: dict[Any, tuple[list[fixed_size.FixedShape], dict[str, str]]] = {}
+        if self.fixed_size:  # batch norm over the real rows of a padded batch (the state dict does not change)
+            self.model = DistributedBatchNorm.convert(self.model)
         # trainer.compile: the compiled model shares the model's parameters (not a submodule: the state dict stays)
-        backend = "inductor" if tr.compile is True else tr.compile
-        self._compiled = DynamicCompiled(self.model, backend=backend) if backend else None
+        backend = "inductor" if tr.compile in (True, "reduce-overhead") else tr.compile
+        mode = "reduce-overhead" if tr.compile == "reduce-overhead" else None
+        self.__dict__["_compiled"] = self.__dict__["_compiled_step"] = None
+        if backend and self.fixed_size:  # static shapes: forward and loss as one graph per fixed shape
+            self.__dict__["_compiled_step"] = torch.compile(fixed_size.predict_and_loss, fullgraph=True,
+                                                            dynamic=False, backend=backend, mode=mode)
+        elif backend:
+            self.__dict__["_compiled"] = DynamicCompiled(self.model, backend=backend, mode=mode)
+        self._cuda_graphs = mode == "reduce-overhead"
+
+    def fixed_shapes(self) -> list[fixed_size.FixedShape]:
+        r"""Every fixed shape planned so far (all splits): a fixed-size compiled run compiles at most one graph for
+        each (and for each of training and evaluation that uses it)."""
+        return [shape for shapes, _ in self._shapes.values() for shape in shapes]
 
     @property
     def higher_is_better(self) -> bool:
@@ -162,15 +206,53 @@ class GraphTask(L.LightningModule):
     def forward(self, batch) -> Tensor:
         r"""The model's predictions for ``batch``, given the sizes that :meth:`on_before_batch_transfer` read on the
         host (so the model makes no host sync), compiled when ``trainer.compile`` is on."""
+        return self._predict(batch)[0]
+
+    def _predict(self, batch) -> tuple[Tensor, Tensor | None]:
+        # (predictions, the masked loss where the fixed-size step computed it in its compiled graph, else None)
         sizes = batch.__dict__.pop(_HOST_SIZES, {})
-        if self._compiled is not None:  # the per-graph counts would be guarded on: the compiled model plans padded
-            return self._compiled(batch, **{k: v for k, v in sizes.items() if k == "max_num_nodes"})
-        return self.model(batch, **sizes)
+        if self._cuda_graphs and torch.cuda.is_available():  # the last step's outputs are no longer read
+            torch.compiler.cudagraph_mark_step_begin()
+        with fixed_size.padding(batch):  # batch norm leaves a padded batch's padding rows out
+            if self._compiled_step is not None and fixed_size.is_padded(batch):
+                return self._compiled_step(self.model, batch, sizes.get("max_num_nodes"), self.loss_name, self.task)
+            if self._compiled is not None:  # the per-graph counts would be guarded on: the compiled model plans
+                return self._compiled(batch, **{k: v for k, v in sizes.items() if k == "max_num_nodes"}), None
+            return self.model(batch, **sizes), None
+
+    def _loader_shapes(self, dataloader_idx: int) -> tuple[list[fixed_size.FixedShape], dict[str, str]]:
+        # The fixed shapes of the split the running loader reads, planned once from all its graphs.
+        trainer = self.trainer
+        if trainer.training:
+            loader = trainer.train_dataloader
+        else:
+            loaders = trainer.test_dataloaders if trainer.testing else trainer.val_dataloaders
+            loader = loaders[dataloader_idx] if isinstance(loaders, (list, tuple)) else loaders
+        dataset = getattr(loader, "graph_dataset", None) or loader.dataset
+        batch_size, world = loader.batch_sampler.batch_size, trainer.world_size
+        key = (id(dataset), batch_size, world)
+        if key not in self._shapes:
+            # each process pads its share of a global batch (a last batch too small to share joins the one before)
+            shard = -(-(batch_size + world - 1) // world)
+            nodes, edges = fixed_size.graph_sizes(dataset)
+            first = dataset.batch(range(min(len(dataset), 256))) if callable(getattr(dataset, "batch", None)) \
+                else Batch.from_data_list([dataset[i] for i in range(min(len(dataset), 256))])
+            self._shapes[key] = (fixed_size.plan_shapes(nodes, edges, shard), fixed_size.field_kinds(first))
+        return self._shapes[key]
 
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        # The batch is still where the loader made it (the CPU): its sizes are read here, not on the device.
+        # The batch is still where the loader made it (the CPU): it is padded and its sizes are read here, not on
+        # the device.
         ptr = getattr(batch, "ptr", None)
-        if isinstance(self.model, GraphModel) and ptr is not None and ptr.device.type == "cpu":
+        if not (ptr is not None and ptr.device.type == "cpu"):
+            return batch
+        if self.fixed_size and not fixed_size.is_padded(batch):
+            shapes, kinds = self._loader_shapes(dataloader_idx)
+            shape = fixed_size.choose_shape(shapes, batch)
+            batch = fixed_size.pad_batch(batch, shape, kinds)
+            if isinstance(self.model, GraphModel):
+                batch.__dict__[_HOST_SIZES] = {**host_sizes(batch), "max_num_nodes": shape.max_nodes}
+        elif isinstance(self.model, GraphModel):
             batch.__dict__[_HOST_SIZES] = host_sizes(batch)
         return batch
 
@@ -190,30 +272,36 @@ class GraphTask(L.LightningModule):
         torch.manual_seed((self.seed * 1_000_003 + self.global_step) * 64 + self.global_rank)
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        pred, target = labelled(*prepare(self(batch), batch, self.task), self.task)
-        # a batch without any labelled target contributes 0 (not NaN) and keeps the graph connected
-        loss = self.loss(pred, target) if target_count(target) else pred.sum() * 0.0
+        out, loss = self._predict(batch)
+        pred, target = prepare(out, batch, self.task)
+        rows = real_rows(batch, self.task)
+        if isinstance(target, LinkTargets):
+            # a batch without any positive pair contributes 0 (not NaN) and keeps the graph connected
+            loss = self.loss(pred, target) if target_count(target) else pred.sum() * 0.0
+        elif loss is None:  # (else the compiled fixed-size step computed it) a masked mean over the labelled cells
+            loss = masked_loss(self.loss_name, pred, target, rows)  # of the real rows: no host sync
         aux = self.model.aux_loss()
         total = loss + aux
-        size = batch.num_graphs
+        # The epoch's mean loss accumulates on the device (weighted by the step's graphs, a device tensor for a
+        # padded batch) and is read at the epoch's end; a padded batch's step logs nothing else (Lightning reads
+        # logged values on the host every log_every_n_steps).
+        size = batch.num_graphs if rows is None else batch.graph_mask.sum()
         self.train_loss.update(loss.detach().float(), weight=size)
-        # Not on the progress bar: Lightning turns progress-bar values into Python floats at every step (a host
-        # sync per step on a GPU); logged values are read only every log_every_n_steps. The bar shows val/test.
-        self.log("train/loss", loss, batch_size=size)
-        if aux.requires_grad:  # the model has an auxiliary loss (AGF) and it is on
-            self.log("train/aux_loss", aux, batch_size=size)
+        if rows is None:
+            # Not on the progress bar: Lightning turns progress-bar values into Python floats at every step (a
+            # host sync per step on a GPU). The bar shows val/test.
+            self.log("train/loss", loss, batch_size=batch.num_graphs)
+            if aux.requires_grad:  # the model has an auxiliary loss (AGF) and it is on
+                self.log("train/aux_loss", aux, batch_size=batch.num_graphs)
         return total
 
     # -- evaluation -----------------------------------------------------------------------------------------------
     def _update_metric(self, metric: torchmetrics.Metric, batch) -> None:
         pred, target = prepare(self(batch), batch, self.task)
-        if self.metric_name == "ap":  # missing labels -> ignore_index of the multi-label AP (per label, as OGB)
-            target = target.nan_to_num(-1.0) if target.is_floating_point() else target
-        else:
-            pred, target = labelled(pred, target, self.task)
-        if target_count(target) == 0:
+        if isinstance(target, LinkTargets) and target_count(target) == 0:
             return
-        metric.update(*metric_input(self.metric_name, pred, target))
+        # missing labels and padding rows weigh 0 / are the ignore_index: no host sync
+        metric.update(*metric_input(self.metric_name, pred, target, real_rows(batch, self.task)))
 
     def _compute_metric(self, metric: torchmetrics.Metric, more: Iterable[str]) -> tuple[float, dict[str, float]]:
         # Under DDP, compute() gathers from every process: all of them must call it, or none (a process whose shard
@@ -286,7 +374,8 @@ class GraphTask(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt: OptimConfig = self.recipe.optim
-        optimizer = build_optimizer(self.parameters(), opt)
+        # fused and capturable on CUDA (the step never reads the device's counters on the host)
+        optimizer = build_optimizer(self.parameters(), opt, fused=self.device.type == "cuda")
         if opt.schedule == "constant":
             return {"optimizer": optimizer}
         if opt.schedule == "plateau":

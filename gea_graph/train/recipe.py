@@ -254,11 +254,15 @@ class TrainerConfig:
         metric: ``"auto"`` (by task: MAE, accuracy, AP, macro-F1 for node classification, MRR) or one of
             ``"mae"``, ``"accuracy"``, ``"ap"``, ``"f1"``, ``"mrr"``.
         log_every_n_steps: Lightning's logging interval.
-        compile: Train the model compiled (:class:`~gea_graph.nn.compiling.DynamicCompiled`: ``torch.compile`` with
-            dynamic shapes and no graph break, one compiled graph for every batch, a one-graph batch included; the
-            size-grouped attentions then run on the padded batch): ``true`` (the ``inductor`` backend) or the name of
-            a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). The same function as
-            in eager mode.
+        compile: Train the model compiled (``torch.compile``, no graph break; the same function as in eager mode):
+            ``default`` (or ``true``: the ``inductor`` backend), ``reduce-overhead`` (inductor with CUDA graphs: the
+            whole step, evaluation included, replayed as one graph per fixed batch shape; on a CPU, inductor), or
+            the name of a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). Without
+            fixed-size batches the model compiles with dynamic shapes
+            (:class:`~gea_graph.nn.compiling.DynamicCompiled`: one compiled graph for every batch).
+        fixed_size: Pad every batch to one of a few shapes planned once per split
+            (:mod:`gea_graph.train.fixed_size`; padding changes no result): ``auto`` (where the step is compiled
+            with ``reduce-overhead``), ``true`` or ``false``.
         eval_train: After training, also evaluate the selected (best-validation) checkpoint on the training split,
             in eval mode, and write the metric to ``result.json`` as ``train``: what the bottleneck benchmark
             (TreeNeighbourMatch, Alon & Yahav 2021) reports, as a model's ability to fit the training set. One more
@@ -287,20 +291,26 @@ class TrainerConfig:
     metric: str = "auto"
     log_every_n_steps: int = 50
     compile: bool | str = False
+    fixed_size: bool | str = "auto"
     eval_train: bool = False
     release_memory_every: int | None = 16  # gea_graph.train.memory.TRIM_EVERY (imports Lightning)
     release_memory_above: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.compile, str):
+        if self.compile == "default":
+            self.compile = True
+        if self.fixed_size != "auto" and type(self.fixed_size) is not bool:
+            raise ValueError(f"trainer.fixed_size: {self.fixed_size!r} must be auto, true or false")
+        if isinstance(self.compile, str) and self.compile != "reduce-overhead":
             import torch._dynamo
 
             backends = torch._dynamo.list_backends(exclude_tags=())
             if self.compile not in backends:
-                raise ValueError(f"trainer.compile: {self.compile!r} is not a torch.compile backend; give true, false "
-                                 f"or one of {', '.join(backends)}")
-        elif type(self.compile) is not bool:
-            raise ValueError(f"trainer.compile: {self.compile!r} must be true, false or a torch.compile backend name")
+                raise ValueError(f"trainer.compile: {self.compile!r} is not a torch.compile backend; give default, "
+                                 f"reduce-overhead, true, false or one of {', '.join(backends)}")
+        elif self.compile != "reduce-overhead" and type(self.compile) is not bool:
+            raise ValueError(f"trainer.compile: {self.compile!r} must be false, default, reduce-overhead, true or a "
+                             f"torch.compile backend name")
         if not self.seeds:
             raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
         if self.precision not in PRECISIONS:

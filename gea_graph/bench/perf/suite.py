@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gea_graph.bench.perf import attention, compiled, layers, pipeline, predict, scale, training
+from gea_graph.bench.perf import attention, compiled, gpu_step, layers, pipeline, predict, scale, training
 from gea_graph.bench.perf.core import (
     Row,
     Settings,
@@ -36,6 +36,7 @@ def row_groups() -> dict[str, RowGroup]:
         "memory": training.training_rss_rows,
         "predict": predict.predict_rows,
         "compile": compiled.compile_rows,
+        "gpu": gpu_step.gpu_step_rows,
         "scale": scale.scale_rows,
     }
 
