@@ -40,3 +40,13 @@ def test_cli_runs_where_rdkit_cannot_draw(tmp_path):
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "zinc" in out.stdout
+
+
+def test_ruff_check_passes_line_length_included():
+    """The configured lint (pyproject.toml: line length 120, import order) holds for the whole checkout."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+                         capture_output=True, text=True, cwd=repo)
+    assert out.returncode == 0, out.stdout + out.stderr
