@@ -227,7 +227,7 @@ def table7() -> dict[str, dict]:
     return out
 
 
-# -- GEAET Tables 2 and 10: MPNN vs MPNN + GEANet on LRGB (x PE) ---------------------------------------------------------
+# -- GEAET Tables 2 and 10: MPNN vs MPNN + GEANet on LRGB (x PE) -------------------------------------------------------
 
 T2 = {  # model: {dataset: (mean, std)}
     "gcn": {"pascalvoc-sp": (0.1268, 0.0060), "coco-sp": (0.0841, 0.0010), "peptides-struct": (0.3496, 0.0013),
@@ -425,7 +425,8 @@ def table9(recipes: dict[str, dict]) -> dict[str, dict]:
         {"max_epochs": group["epochs"], "batch_size": group["batch"], "seeds": SEEDS}, None)
     for name, (h1, h3, h10, mrr) in T9.items():
         recipe = out.get(name) or recipes[name]
-        source = "Table 9" if name == "geaet-pcqm-contact" else f"Table{'s 2 and' if name in recipes else ''} 9 (from LRGB)"
+        source = ("Table 9" if name == "geaet-pcqm-contact"
+                  else f"Table{'s 2 and' if name in recipes else ''} 9 (from LRGB)")
         recipe["paper"] = paper(f"{GEAET}, {source}",
                                 "MRR", *mrr, extra={"hits@1": list(h1), "hits@3": list(h3), "hits@10": list(h10)})
         authors_mode(recipe["data"], recipe["model"], recipe["paper"])

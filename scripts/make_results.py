@@ -333,7 +333,8 @@ def zinc_goals(bench: Bench, means: dict[str, float]) -> list[str]:
                      f"({'met' if ours[best] <= 0.080 else 'not met'}: ≤ 0.080)")
         if "pyg-gps-zinc" in means:
             ratio = means["pyg-gps-zinc"] / ours[best]
-            lines.append(f"- PyG's GPS example / best recipe: {ratio:.2f}× ({'met' if ratio >= 2 else 'not met'}: ≥ 2×)")
+            lines.append(f"- PyG's GPS example / best recipe: {ratio:.2f}× "
+                         f"({'met' if ratio >= 2 else 'not met'}: ≥ 2×)")
     for mpnn in ("gatedgcn", "gcn", "gin"):
         plus, plain = f"{mpnn}-geanet-zinc-cpu", f"{mpnn}-zinc-cpu"
         if plus in means and plain in means:
@@ -501,7 +502,8 @@ def page(benches: list[Bench], out: Path) -> str:
         "threads and the dates. Test metrics are read at each seed's best validation epoch and given as mean ± "
         "population std over seeds. PyG's own models run in the same benches as peers (recipes `pyg-*`, built from "
         "PyG's classes with PyG's example settings)."), "",
-        "This page was written by (the folders are `gea-graph bench` outputs; those not given yet read \"not yet measured\"):", "", "```",
+        ("This page was written by (the folders are `gea-graph bench` outputs; "
+         "those not given yet read \"not yet measured\"):"), "", "```",
         "python scripts/make_results.py " + (" ".join(_rel(b.path, out) for b in benches)
                                              or " ".join(f"{RUNS}/{s.suite}" for s in SECTIONS)), "```", "",
     ]
@@ -662,7 +664,8 @@ def sweep_section(sweeps: list[Sweep], page: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benches", nargs="*", type=Path, help="gea-graph bench output folders")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md", help="the page (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md",
+                        help="the page (default: %(default)s)")
     parser.add_argument("--sweep", type=Path, action="append", default=[],
                         help="a gea-graph sweep output folder for the section \"Tuned at equal budget\" (repeatable)")
     args = parser.parse_args(argv)

@@ -128,7 +128,8 @@ def test_a_bad_value_is_one_line_naming_option_and_value(scratch, capsys, words,
 
 
 def test_debug_shows_the_traceback_of_a_refused_value():
-    with pytest.raises(checks.BadValue, match=re.escape("'nan' is not allowed; it must be a finite number of minutes in (0, 1000000]")):
+    with pytest.raises(checks.BadValue,
+                       match=re.escape("'nan' is not allowed; it must be a finite number of minutes in (0, 1000000]")):
         main(["--debug", "train", "gin-tree-r2", "--max-time", "nan"])
 
 

@@ -67,7 +67,8 @@ def writes_outside_the_helper(path: Path, root: Path = REPO) -> list[str]:
                 found.append(where)
         elif not isinstance(node.func, ast.Attribute):
             continue
-        elif name in WRITERS and _name(node.func.value) != "files" or name in MODULE_WRITERS.get(_name(node.func.value), ()):
+        elif (name in WRITERS and _name(node.func.value) != "files"
+              or name in MODULE_WRITERS.get(_name(node.func.value), ())):
             found.append(where)
         elif (_name(node.func.value), name) in DESTINATION:
             position = DESTINATION[_name(node.func.value), name]

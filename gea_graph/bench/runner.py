@@ -202,8 +202,8 @@ def machine_info() -> dict[str, object]:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "platform": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
-            "commit": _git_commit()}
+            "python": platform.python_version(), "torch": torch.__version__,
+            "torch_geometric": torch_geometric.__version__, "commit": _git_commit()}
 
 
 def device_label(machine: dict) -> str:

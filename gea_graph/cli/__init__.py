@@ -42,8 +42,8 @@ def arg(check: Callable[..., Any], **options: Any) -> Callable[[str], Any]:
     """The argparse ``type=`` of an option checked by :obj:`check` (a function of :mod:`gea_graph.checks`, called
     with the option's text and :obj:`options`): a bad value ends the command before any work, in one line that names
     the option, the value and what is allowed (``gea-graph train: error: argument --max-time: 'nan' is not allowed;
-    it must be a finite number of minutes in (0, 1000000]``). Every option of every sub-command is checked this way, or by
-    ``choices`` (``tests/test_cli_values.py`` walks them all)."""
+    it must be a finite number of minutes in (0, 1000000]``). Every option of every sub-command is checked this way,
+    or by ``choices`` (``tests/test_cli_values.py`` walks them all)."""
 
     def convert(text: str) -> Any:
         try:

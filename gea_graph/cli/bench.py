@@ -12,8 +12,8 @@ MINUTES`` makes an invocation a chunk: it stops cleanly after that time (each ru
 checkpoints written; exit code 3 while runs remain), and the same command, in the same folder or a copy of it on
 another machine, goes on exactly where it stopped (docs/results.md: GPU work in chunks). ``--jobs N``
 trains N runs at once (each in its own process, its output in ``<run>/train.log``). The depth-sweep suites also
-plot test (solid) and train (dashed, where measured) accuracy against depth per model (``<suite>.png``, like GEAET's Figure 7). ``scripts/make_results.py``
-turns bench folders into ``docs/results.md``.
+plot test (solid) and train (dashed, where measured) accuracy against depth per model (``<suite>.png``, like GEAET's
+Figure 7). ``scripts/make_results.py`` turns bench folders into ``docs/results.md``.
 """
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
                    {"--out": [out / name for name in (BENCH_FILE, *REPORT_FILES)]})
     checks.placement(args.accelerator, args.devices)
     trainer_args = ["--accelerator", args.accelerator, "--devices", devices_text(args.devices),
-                    "--num-nodes", str(args.num_nodes), "--strategy", args.strategy, *(["--verbose"] if args.verbose else [])]
+                    "--num-nodes", str(args.num_nodes), "--strategy", args.strategy,
+                    *(["--verbose"] if args.verbose else [])]
     try:
         runs = run_bench(recipes, out, seeds=seeds, max_time=max_time, overrides=overrides,
                          trainer_args=trainer_args, jobs=jobs or 1, threads=threads, command=command_line(args),

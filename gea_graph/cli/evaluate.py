@@ -25,9 +25,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("evaluate", help="score trained models on a dataset split (official evaluators)",
                                    description=__doc__, epilog=_EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", type=arg(checks.input_file), metavar="CKPT", help="training checkpoints")
-    parser.add_argument("--dataset", required=True, type=arg(names.dataset_name), metavar="NAME", help="built-in dataset (e.g. zinc)")
-    parser.add_argument("--split", required=True, type=arg(names.split_name), metavar="SPLIT", help="split to score (e.g. test)")
+    parser.add_argument("checkpoints", nargs="+", type=arg(checks.input_file), metavar="CKPT",
+                        help="training checkpoints")
+    parser.add_argument("--dataset", required=True, type=arg(names.dataset_name), metavar="NAME",
+                        help="built-in dataset (e.g. zinc)")
+    parser.add_argument("--split", required=True, type=arg(names.split_name), metavar="SPLIT",
+                        help="split to score (e.g. test)")
     parser.add_argument("--root", default=None, type=arg(checks.output_folder), metavar="DIR",
                         help="data root (default: $GEA_GRAPH_DATA, else ./datasets; never the checkpoint's)")
     parser.add_argument("--out", default="evaluation.json", type=arg(checks.output_file, suffixes=(".json",)),

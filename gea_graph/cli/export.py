@@ -15,8 +15,10 @@ from gea_graph.cli import arg
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="export a trained model with torch.export (.pt2)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", type=arg(checks.input_file), metavar="CKPT", help="training checkpoint, e.g. RUN/checkpoints/best.ckpt")
-    parser.add_argument("--out", required=True, type=arg(checks.output_file, suffixes=(".pt2",)), metavar="model.pt2", help="the file to write")
+    parser.add_argument("checkpoint", type=arg(checks.input_file), metavar="CKPT",
+                        help="training checkpoint, e.g. RUN/checkpoints/best.ckpt")
+    parser.add_argument("--out", required=True, type=arg(checks.output_file, suffixes=(".pt2",)), metavar="model.pt2",
+                        help="the file to write")
     parser.set_defaults(func=run)
 
 

@@ -13,7 +13,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("info", help="build a recipe's model (no data) and print it and its size",
                                    description=__doc__)
     parser.add_argument("recipe", type=arg(names.recipe_spec), help="recipe name (in models/) or path to a recipe YAML")
-    parser.add_argument("overrides", nargs="*", type=arg(checks.override), help="dotted overrides, e.g. model.hidden=64")
+    parser.add_argument("overrides", nargs="*", type=arg(checks.override),
+                        help="dotted overrides, e.g. model.hidden=64")
     parser.set_defaults(func=run)
 
 

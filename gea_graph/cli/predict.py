@@ -37,13 +37,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="training checkpoints (several: an ensemble), e.g. RUN/checkpoints/best.ckpt")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--smiles", nargs="+", type=arg(checks.smiles_text), metavar="S", help="molecules to predict")
-    source.add_argument("--csv", type=arg(checks.input_file), metavar="FILE", help="a CSV file (.csv or .csv.gz) with a SMILES column")
-    source.add_argument("--dataset", type=arg(names.dataset_name), metavar="NAME", help="a built-in dataset (with --split), read from "
+    source.add_argument("--csv", type=arg(checks.input_file), metavar="FILE",
+                        help="a CSV file (.csv or .csv.gz) with a SMILES column")
+    source.add_argument("--dataset", type=arg(names.dataset_name), metavar="NAME",
+                        help="a built-in dataset (with --split), read from "
                         "$GEA_GRAPH_DATA (else ./datasets), never from a checkpoint's recipe")
     parser.add_argument("--smiles-column", type=arg(checks.column), metavar="COL", help="the SMILES column of --csv")
-    parser.add_argument("--id-column", type=arg(checks.column), metavar="COL", help="a column of --csv copied to the output as each row's id "
+    parser.add_argument("--id-column", type=arg(checks.column), metavar="COL",
+                        help="a column of --csv copied to the output as each row's id "
                         "(default: the row number, column 'row')")
-    parser.add_argument("--split", type=arg(names.split_name), metavar="SPLIT", help="the split of --dataset (e.g. test)")
+    parser.add_argument("--split", type=arg(names.split_name), metavar="SPLIT",
+                        help="the split of --dataset (e.g. test)")
     parser.add_argument("--out", type=arg(checks.output_file), metavar="preds.csv", help="the output CSV file")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="graphs per forward pass (default: the recipe's evaluation batch size)")
@@ -141,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
         need = PCQM4MV2_SUBMISSION_SIZES.get(args.split)
         if need is None or source.total != need:
-            raise ValueError(f"--ogb-submission: OGB takes submissions for test-dev ({PCQM4MV2_SUBMISSION_SIZES['test-dev']:,}"
+            raise ValueError("--ogb-submission: OGB takes submissions for test-dev "
+                             f"({PCQM4MV2_SUBMISSION_SIZES['test-dev']:,}"
                              f" graphs) and test-challenge ({PCQM4MV2_SUBMISSION_SIZES['test-challenge']:,}); split "
                              f"{args.split!r} here has {source.total:,} graphs")
     summary = predict_to_files(models, source, out, args.batch_size, args.embeddings, args.individual,

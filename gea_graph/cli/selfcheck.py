@@ -23,8 +23,9 @@ from gea_graph.cli import arg, names
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("selfcheck", help="check that this machine trains the models correctly",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", type=arg(checks.torch_device), default="auto", help="auto (CUDA when available), cpu or cuda[:N] "
-                                                         "(default: auto)")
+    parser.add_argument("--device", type=arg(checks.torch_device), default="auto",
+                        help="auto (CUDA when available), cpu or cuda[:N] "
+                             "(default: auto)")
     parser.add_argument("--quick", action="store_true",
                         help="the CI-sized run (one epoch of the DDP check; compiling with aot_eager on a CPU)")
     parser.add_argument("--only", type=arg(names.selfcheck_name), action="append", default=None, metavar="CHECK",

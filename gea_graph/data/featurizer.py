@@ -204,7 +204,8 @@ class Featurizer:
         if target not in DATASETS:
             raise FeaturizerError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}"
                                   if name is not None else
-                                  f"this model was trained on {'a CSV file' if self.dataset == 'csv' else 'a dataset class'}"
+                                  "this model was trained on "
+                                  f"{'a CSV file' if self.dataset == 'csv' else 'a dataset class'}"
                                   f", not a built-in dataset: give its inputs as SMILES or graphs")
         options = self.options
         if target != self.dataset:

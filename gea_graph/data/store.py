@@ -269,7 +269,8 @@ def build_store(path: PathLike, num_chunks: int, make_chunk: ChunkFn, plan: dict
     :class:`Columns`), their row numbers in the raw input (``[G_i]``, kept in the store
     as :attr:`GraphStore.rows`) and a small JSON-serialisable report. ``splits(rows, reports, counts)`` receives
     all rows, the reports and the number of graphs of each chunk and returns, per split name, the positions of the
-    split's graphs in the store (in the split's order), saved beside the columns. Chunks run in :obj:`workers` forked processes (default ``$GEA_GRAPH_WORKERS``, else
+    split's graphs in the store (in the split's order), saved beside the columns. Chunks run in :obj:`workers` forked
+    processes (default ``$GEA_GRAPH_WORKERS``, else
     the number of CPUs), are written to ``<path>.chunks/NNNNNN.npz`` atomically, and are skipped when a previous,
     killed build of the same :obj:`plan` (any JSON-serialisable description of the input and settings) finished
     them. The chunks are then merged column by column, each column cast once to the smallest dtype that holds the

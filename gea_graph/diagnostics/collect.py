@@ -25,7 +25,8 @@ def node_states(output: Any, batch: Batch) -> Tensor:
     """Node representations ``[ΣN, C]`` from a layer's output.
 
     Accepted outputs: a ``[ΣN, C]`` tensor; ``[ΣN + B, C]`` packed rows with a graph token first in each graph
-    (dropped); a dense ``[B, N_max, C]`` tensor, or ``[B, N_max + 1, C]`` whose position 0 is a graph token (dropped); a tuple or list whose first item is one of these (e.g. ``(x, edge_attr)``);
+    (dropped); a dense ``[B, N_max, C]`` tensor, or ``[B, N_max + 1, C]`` whose position 0 is a graph token (dropped);
+    a tuple or list whose first item is one of these (e.g. ``(x, edge_attr)``);
     an object with an ``x`` attribute (a ``Data``/``Batch``).
     """
     if isinstance(output, (tuple, list)):

@@ -84,7 +84,8 @@ def _mae(y_true: np.ndarray, y_pred: np.ndarray, dataset: str) -> Score:
         return Score(float(result["mae"]), evaluator=f"ogb.lsc.{name}")
     known = ~np.isnan(y_true)
     return Score(float(np.abs(y_pred[known].astype(np.float64) - y_true[known]).mean()),
-                 evaluator="mean absolute error over the labelled targets" + (" (LRGB's MAE)" if dataset.startswith("peptides") else ""))
+                 evaluator="mean absolute error over the labelled targets"
+                 + (" (LRGB's MAE)" if dataset.startswith("peptides") else ""))
 
 
 @torch.no_grad()

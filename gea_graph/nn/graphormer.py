@@ -183,7 +183,8 @@ class EdgeEncoding(Module):
     a learnable matrix per hop; paths are cut after :math:`L` = :obj:`max_hops` edges
     (Graphormer's ``multi_hop_max_dist``). The data must keep at least :math:`L` edges per path
     (``spd_path`` of width :math:`L' \geq L`, the PE spec ``spd:D`` keeps :math:`D`, ``spd:D:paths=P``
-    keeps :math:`P`); a narrower ``spd_path`` raises :class:`ValueError` naming both values. Categorical edge features (``num_edge_types`` given):
+    keeps :math:`P`); a narrower ``spd_path`` raises :class:`ValueError` naming both values.
+    Categorical edge features (``num_edge_types`` given):
     one embedding per column (a shared table with per-column offsets), averaged over columns, as
     Graphormer does; continuous features: a linear map to :math:`H`. Pairs without a path (the
     diagonal, unreachable pairs) get 0.

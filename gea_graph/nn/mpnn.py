@@ -182,7 +182,8 @@ class GCNLayer(_ConvAdapter):
     With the default normalisation the edge weights come from :func:`gcn_norm_dense_loops` (the
     same values as :class:`~torch_geometric.nn.conv.GCNConv`'s own ``gcn_norm``, but without its
     data-dependent self-loop filtering, so the layer compiles without graph breaks); the
-    convolution then runs with ``normalize=False``. ``normalize=False``, ``cached=True`` or ``add_self_loops=False`` leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
+    convolution then runs with ``normalize=False``. ``normalize=False``, ``cached=True`` or ``add_self_loops=False``
+    leave everything to :class:`~torch_geometric.nn.conv.GCNConv`.
 
     Args:
         channels (int): Feature size :math:`d`.

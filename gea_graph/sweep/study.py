@@ -135,7 +135,8 @@ def _show(key: str, value: Any) -> str:
     return f"{SETTING_NAMES.get(key, key)} {'none' if value is None else value}"
 
 
-def open_study(storage: optuna.storages.BaseStorage, target: Target, settings: Settings, seed: int | None) -> optuna.Study:
+def open_study(storage: optuna.storages.BaseStorage, target: Target, settings: Settings,
+               seed: int | None) -> optuna.Study:
     r"""Creates or joins the study of :obj:`target` (its settings recorded at creation; a race with another worker
     creating it at the same moment ends in both joining it)."""
     study = optuna.create_study(storage=storage, study_name=target.study_name, direction=target.direction,

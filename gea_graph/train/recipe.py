@@ -421,7 +421,8 @@ def _check_graphormer_data(pe: str | None, model: ModelConfig) -> None:
                           f"{g.max_distance}; they must be equal")
     if g.max_hops > 0 and model.edge_encoder != "none" and spd.max_path < g.max_hops:
         raise RecipeError(f"data.pe keeps {spd.max_path} edges per shortest path but model.graphormer.max_hops is "
-                          f"{g.max_hops}; keep at least {g.max_hops} path edges in data.pe (its spd paths option) or lower "
+                          f"{g.max_hops}; keep at least {g.max_hops} path edges in data.pe "
+                          "(its spd paths option) or lower "
                           f"max_hops")
 
 

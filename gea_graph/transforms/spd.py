@@ -26,8 +26,8 @@ class ShortestPathDistance(BaseTransform):
     from :math:`u` towards :math:`t` through the first neighbour :math:`v` (in ascending order)
     with :math:`d(v, t) = d(u, t) - 1`. Whole-array numpy computes them with no loop over
     graphs, nodes or pairs: a search of all sources at once on bitsets (:func:`hop_distances`) and
-    ``max_path`` vectorised gathers (:func:`shortest_paths_many`); :meth:`forward_many` handles thousands of molecules per call, and :meth:`forward` is the same on
-    one graph.
+    ``max_path`` vectorised gathers (:func:`shortest_paths_many`); :meth:`forward_many` handles
+    thousands of molecules per call, and :meth:`forward` is the same on one graph.
 
     Adds to each graph (see ``docs/design.md``):
 

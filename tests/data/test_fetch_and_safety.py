@@ -75,7 +75,8 @@ def test_truncated_mirror_file_is_refused_by_md5(data_root, tmp_path, monkeypatc
     bad = tmp_path / "badmirror" / "zinc-subset"
     bad.mkdir(parents=True)
     (bad / "smiles_score.csv").write_bytes(real[: len(real) // 2])
-    (bad / "indexes_train_val_test.csv").write_bytes((mirror / "zinc-subset" / "indexes_train_val_test.csv").read_bytes())
+    (bad / "indexes_train_val_test.csv").write_bytes(
+        (mirror / "zinc-subset" / "indexes_train_val_test.csv").read_bytes())
     monkeypatch.setenv("GEA_GRAPH_MIRROR", str(tmp_path / "badmirror"))
     with pytest.raises(RawFileError, match="3dc7b381a35702966b23265bff925ad5"):
         ZINC(data_root)

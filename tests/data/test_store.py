@@ -480,7 +480,8 @@ def test_default_chunks_give_every_worker_several_and_the_same_store(tmp_path, m
     builds = []
     original = molecules_module.build_store
     monkeypatch.setattr(molecules_module, "build_store",
-                        lambda path, num_chunks, *a, **k: builds.append(num_chunks) or original(path, num_chunks, *a, **k))
+                        lambda path, num_chunks, *a, **k:
+                        builds.append(num_chunks) or original(path, num_chunks, *a, **k))
     monkeypatch.setattr(store_module, "MIN_CHUNK_ROWS", 10)
     monkeypatch.setenv("GEA_GRAPH_WORKERS", "2")  # 90 rows / (4 x 2 workers): chunks of 12 rows, in 2 processes
     default = MoleculeCSV(tmp_path / "default", csv, "smiles", "t", split="train", pe="rw:4")

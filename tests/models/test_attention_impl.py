@@ -1,6 +1,7 @@
 """``model.attn_impl`` (auto | packed | grouped | dense) is reachable from recipes and never changes the function a
 model computes: the same predictions and gradients, train and eval; Graphormer built per block equals the dense padded
-Graphormer (bias for the whole batch, graph token prepended); the sizes computed on the host make the model sync-free."""
+Graphormer (bias for the whole batch, graph token prepended); the sizes computed on the host make the model
+sync-free."""
 import pytest
 import torch
 from test_model_recipes import synthetic_batch

@@ -116,8 +116,8 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line_and_the_run_resumes(rec
     assert not [p for p in out.rglob("*") if ".tmp-" in p.name]  # no half-written checkpoint left
     assert not (out / "result.json").exists()
 
-    resumed = subprocess.run([sys.executable, "-m", "gea_graph", *argv, "--resume"], check=False, capture_output=True, text=True,
-                             env=env, timeout=600)
+    resumed = subprocess.run([sys.executable, "-m", "gea_graph", *argv, "--resume"], check=False, capture_output=True,
+                             text=True, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((out / "result.json").read_text())["epochs"] == 1
 

@@ -104,7 +104,8 @@ def test_a_second_process_is_refused_naming_the_holder(tmp_path):
     code = ("import sys; from gea_graph.train.lock import run_lock\n"
             f"with run_lock({str(out)!r}):\n    print('locked', flush=True); sys.stdin.read()")
     holder = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunLockError, match=rf"{out} is in use by pid {holder.pid} on .* since "):

@@ -244,7 +244,7 @@ def test_batching_offsets_spd_index():
 def test_parse_pe_and_apply_many():
     t = parse_pe("lap:3,rw:4,spd:5")
     assert isinstance(t, Compose) and repr(t.transforms[0]) == ("LapPE(k=3, normalization='sym', "
-                                                                           "keep_trivial=False, padding='zero', solver='numpy')")
+                                                                "keep_trivial=False, padding='zero', solver='numpy')")
     assert parse_pe(None) is None and isinstance(parse_pe("rw:2"), RWPE)
     with pytest.raises(ValueError, match="KIND:N"):
         parse_pe("lap8")

@@ -40,7 +40,8 @@ Measurement method
 
 Modules, each depending only on those before it: :mod:`~gea_graph.bench.perf.core` (rows, settings,
 measurement, reports), :mod:`~gea_graph.bench.perf.data` (the inputs), :mod:`~gea_graph.bench.perf.layers`,
-:mod:`~gea_graph.bench.perf.attention` (global attention without padding), :mod:`~gea_graph.bench.perf.throughput`, :mod:`~gea_graph.bench.perf.pipeline`,
+:mod:`~gea_graph.bench.perf.attention` (global attention without padding), :mod:`~gea_graph.bench.perf.throughput`,
+:mod:`~gea_graph.bench.perf.pipeline`,
 :mod:`~gea_graph.bench.perf.compiled`, :mod:`~gea_graph.bench.perf.scale` (the row builders) and
 :mod:`~gea_graph.bench.perf.suite` (the groups and :func:`~gea_graph.bench.perf.suite.run_suite`). This
 package is apart from the recipe x seed benchmark (:mod:`gea_graph.bench.runner`, ``gea-graph bench``).

@@ -50,8 +50,8 @@ OPT_IN_GROUPS = ("compile", "scale")
 def run_suite(settings: Settings, out_dir: Path | None = None,
               only: Iterable[str] | None = None,
               log: Callable[[str], object] = print) -> list[Row]:
-    r"""Runs the suite (or the groups named in ``only``; :data:`OPT_IN_GROUPS` only when named), prints the table, and writes the reports
-    to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
+    r"""Runs the suite (or the groups named in ``only``; :data:`OPT_IN_GROUPS` only when named), prints the table,
+    and writes the reports to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
     broken component never hides the others. The C heap's thresholds are set where a training process's adaptation
     ends them (:func:`~gea_graph.bench.perf.heap.steady_heap_thresholds`), so that no row depends on the rows before
     it."""
