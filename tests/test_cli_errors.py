@@ -86,8 +86,8 @@ CASES = [
      "argument --smiles: '' is not a molecule"),
     ("viz atom outside the vocabulary", ["viz", "{tmp}/zinc.ckpt", "--smiles", "[Xe]", "--kind", "self", "--out",
                                          "{tmp}/x.png"],
-     ("SMILES '[Xe]' (input 0): outside the model's 'bench' vocabulary: atom 0 ([Xe]) has type 'Xe', "
-      "not one of the 28 ZINC atom types")),
+     ("SMILES '[Xe]' (input 0): outside the model's 'bench' vocabulary: atom 0 ([Xe] in the kekulé SMILES) has "
+      "type 'Xe', which is not one of the 28 ZINC atom types")),
     ("diagnose a file that is not a checkpoint", ["diagnose", "{tmp}/a-file", "--dataset", "tree-r2", "--out",
                                                   "{tmp}/d"], "is corrupt or not a gea-graph checkpoint"),
     ("bench depths of a suite without depths", ["bench", "--suite", "zinc-cpu-10min", "--depths", "2", "--out",

@@ -14,8 +14,8 @@ RESULT_FILE = "result.json"
 RECIPE_FILE = "recipe.yaml"
 #: Recipe keys that may differ between a run and its resumption: they change neither the model nor its training.
 RESUMABLE_CHANGES = ("name", "description", "paper", "sweep", "trainer.max_time", "trainer.num_workers",
-                     "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.eval_train",
-                     "trainer.release_memory_every", "trainer.release_memory_above",
+                     "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.fixed_size",
+                     "trainer.eval_train", "trainer.release_memory_every", "trainer.release_memory_above",
                      "model.attn_impl")
 
 
