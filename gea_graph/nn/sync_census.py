@@ -92,6 +92,18 @@ def _bool_index(indices: Any) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
 
 
+def output_read(name: str, args: tuple, kwargs: dict) -> str | None:
+    r"""The label of ATen operation ``name`` when it reads a value or an output size on the host (one of
+    :data:`SYNC_OPS`, boolean-mask indexing, ``repeat_interleave`` without ``output_size``), else :obj:`None`."""
+    if name in SYNC_OPS:
+        return name
+    if name.startswith(("aten.index.Tensor", "aten.index_put")) and _bool_index(args[1]):
+        return f"{name} (boolean mask)"
+    if name.startswith("aten.repeat_interleave.") and kwargs.get("output_size") is None:
+        return f"{name} (no output_size)"
+    return None
+
+
 class _Dispatch(TorchDispatchMode):
     def __init__(self, census: SyncCensus) -> None:
         super().__init__()
@@ -102,12 +114,8 @@ class _Dispatch(TorchDispatchMode):
         name = str(func)
         census = self.census
         if not census._inside:
-            if name in SYNC_OPS:
-                census._record(name)
-            elif name.startswith(("aten.index.Tensor", "aten.index_put")) and _bool_index(args[1]):
-                census._record(f"{name} (boolean mask)")
-            elif name.startswith("aten.repeat_interleave.") and kwargs.get("output_size") is None:
-                census._record(f"{name} (no output_size)")
+            if read := output_read(name, args, kwargs):
+                census._record(read)
             elif name.startswith("aten._to_copy") and _to_host(args[0], kwargs):
                 census._record(f"{name} (device to host)")
         if func.namespace not in ("aten", "prim", "prims"):  # a custom operator: its kernel is its own business

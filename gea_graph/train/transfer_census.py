@@ -24,7 +24,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gea_graph.nn.sync_census import SYNC_METHODS, SYNC_OPS, SyncCensus
+from gea_graph.nn.sync_census import SYNC_METHODS, SyncCensus, output_read
 
 #: ATen operations that make a tensor from host data (a host-to-device copy when the step runs on a GPU).
 FROM_HOST_OPS: frozenset[str] = frozenset({"aten.lift_fresh.default", "aten.lift_fresh_copy.default"})
@@ -85,15 +85,10 @@ class _Dispatch(TorchDispatchMode):
         kwargs = kwargs or {}
         census, name = self.census, str(func)
         if not census._inside:
-            if name in SYNC_OPS:
-                census._record("device->host", name)
+            if read := output_read(name, args, kwargs):
+                census._record("device->host", read)
             elif name in FROM_HOST_OPS:
                 census._record("host->device", name)
-            elif name.startswith(("aten.index.Tensor", "aten.index_put")) and any(
-                    isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1] or ()):
-                census._record("device->host", f"{name} (boolean mask)")
-            elif name.startswith("aten.repeat_interleave.") and kwargs.get("output_size") is None:
-                census._record("device->host", f"{name} (no output_size)")
             elif way := _copy_direction(name, args, kwargs):
                 census._record(way, name)
         if func.namespace not in ("aten", "prim", "prims"):  # a custom operator's kernel is its own business
