@@ -14,7 +14,7 @@ through) and returns a :class:`Measurement`:
 - ``peak_rss_bytes``: the peak RSS of the largest single process of the tree: the kernel's high-water mark
   (``VmHWM`` of ``/proc/PID/status``, sampled: exact since the process started its program, but growth in the last
   ``interval`` before a process exits is missed) and ``ru_maxrss`` of ``wait4`` (exact for the command and the
-  descendants it waited for) where that exceeds this process's own ``VmHWM`` when it started the command: Linux
+  descendants it waited for) where that exceeds this process's own ``VmHWM`` after the command exits: Linux
   carries ``ru_maxrss`` over from the parent across fork and exec, so below that mark it may be this process's
   size, not the command's.
 - ``disk_bytes``: the sum of the sizes of the files under ``disk`` (a folder, recursively, nothing excluded; or one
@@ -22,7 +22,8 @@ through) and returns a :class:`Measurement`:
 - ``exit_status``: the command's (negative: killed by that signal).
 
 Descendants are found by scanning ``/proc/*/stat`` for parent ids; children of this process that were running before
-the command started are left out with their subtrees. A descendant whose parent exits before it is re-parented away
+the command started are left out with their subtrees, and so is a child caught between fork and exec (it still has
+this process's command line, memory and VmHWM). A descendant whose parent exits before it is re-parented away
 from the tree (and no longer counted) unless this process is a child subreaper (:func:`become_subreaper`, what
 ``scripts/measure_build.py`` does). Linux only; no psutil needed.
 """
@@ -103,10 +104,22 @@ def _kib_field(path: str, name: bytes) -> int | None:
     return None
 
 
-def sample(pids: list[int]) -> tuple[int, int, int]:
-    """(sum of PSS, largest VmHWM, number of live processes) over ``pids``."""
+def _cmdline(pid: int | str) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def sample(pids: list[int], not_yet_exec: bytes | None = None) -> tuple[int, int, int]:
+    """(sum of PSS, largest VmHWM, number of live processes) over ``pids``, leaving out those whose command line is
+    ``not_yet_exec``: a child between fork and exec still runs its parent's program in (a copy of) its parent's
+    memory, so its VmHWM is the parent's."""
     pss_sum = hwm_max = live = 0
     for pid in pids:
+        if not_yet_exec is not None and _cmdline(pid) == not_yet_exec:
+            continue
         pss = _kib_field(f"/proc/{pid}/smaps_rollup", b"Pss:")
         if pss is None:
             continue
@@ -142,8 +155,8 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
                          started_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                          load_average_before=load_average())
     me = os.getpid()
+    mine = _cmdline("self")
     already = set(_children_map().get(me, ()))  # e.g. a data loader's workers: not the command's
-    inherited = _kib_field("/proc/self/status", b"VmHWM:") or 0  # what the command's ru_maxrss starts from, at most
     start = time.perf_counter()
     proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, env=None if env is None else dict(env))
     done = threading.Event()
@@ -157,7 +170,7 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     while not done.is_set():
-        pss, hwm, live = sample(descendants(me, skip=already))
+        pss, hwm, live = sample(descendants(me, skip=already), not_yet_exec=mine)
         result.peak_pss_bytes = max(result.peak_pss_bytes, pss)
         result.peak_rss_bytes = max(result.peak_rss_bytes, hwm)
         result.peak_processes = max(result.peak_processes, live)
@@ -166,6 +179,8 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
     waiter.join()
     proc.returncode = os.waitstatus_to_exitcode(waited["status"])  # reaped by wait4: Popen must not wait again
     result.wall_s = waited["end"] - start
+    # The command's ru_maxrss starts from this process's VmHWM at the fork, which only grows: read it now.
+    inherited = _kib_field("/proc/self/status", b"VmHWM:") or 0
     if waited["maxrss"] > inherited:
         result.peak_rss_bytes = max(result.peak_rss_bytes, waited["maxrss"])
     result.exit_status = proc.returncode

@@ -7,8 +7,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +218,21 @@ def test_measure_counts_the_command_not_the_size_of_the_process_that_started_it(
     finally:
         del ballast
     assert result.exit_status == 0 and 0 < result.peak_rss_bytes < 50e6
+
+
+def test_a_child_not_yet_exec_is_not_sampled():
+    # Caught between fork and exec, the command is still a copy of this process (its VmHWM, its command line).
+    ballast = b"b" * (256 << 20)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(5)
+        os._exit(0)
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            mine = f.read()
+        assert measure_build.sample([pid])[1] >= len(ballast)
+        assert measure_build.sample([pid], not_yet_exec=mine) == (0, 0, 0)
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        del ballast
