@@ -61,64 +61,40 @@ class ModelConfig:
     r"""A whole network.
 
     Args:
-        family: ``"geaet"`` (MPNN / global attention / GEANet branches in parallel, any one switched off),
-            ``"graphormer"``, ``"mpnn"`` (a plain message-passing stack), or a peer built from PyG's own classes
-            (:mod:`gea_graph.models.pyg_peers`): ``"pyg_gps"`` (PyG's ``examples/graph_gps.py`` network: ``mpnn:
-            gine``, ``attn: softmax``, ``gea: false``, RWPE only) or ``"pyg_gine"`` (a plain GINE network of the same
-            size: ``mpnn: gine``, ``attn: null``, ``gea: false``).
+        family: ``"geaet"`` (MPNN / attention / GEANet branches in parallel), ``"graphormer"``, ``"mpnn"``, or a
+            peer of PyG's own classes (:mod:`gea_graph.models.pyg_peers`): ``"pyg_gps"`` (PyG's GPS example, RWPE
+            only) or ``"pyg_gine"`` (a plain GINE network of the same size).
         task: One of :data:`TASKS`.
         out_channels: Outputs per prediction (targets, classes or labels; link ranking: the pair-embedding size).
-        hidden: Hidden size :math:`d`.
-        layers: Number of layers.
-        node_encoder: ``"atom"`` (OGB ``AtomEncoder`` on ``x [N, 9] long``), ``"embedding"`` (one table per column of
-            a long ``x``, summed; ``node_vocab`` rows), ``"linear"`` (float ``x [N, node_in]``), or ``"voc"`` /
-            ``"coco"`` (the LRGB superpixel encoders: a linear map of the 14 columns standardised with the published
-            fixed per-column mean and std of PascalVOC-SP / COCO-SP).
-        node_in: Input feature columns of ``x`` (``embedding`` and ``linear``).
-        node_vocab: Rows of each embedding table (``embedding``).
-        edge_encoder: ``"bond"`` (OGB ``BondEncoder``), ``"embedding"``, ``"linear"``, ``"voc"`` / ``"coco"`` (2
-            superpixel edge columns, standardised as the node ones) or ``"none"`` (no edge features: a single learned
-            edge vector is used where the layer needs edges).
-        edge_in: Edge feature columns (``embedding`` and ``linear``).
-        edge_vocab: Rows of each edge embedding table (``embedding``).
+        hidden, layers: Hidden size :math:`d` and number of layers.
+        node_encoder: ``"atom"`` (OGB's ``AtomEncoder``), ``"embedding"`` (a table per column of a long ``x``,
+            summed), ``"linear"`` (float ``x``), or ``"voc"`` / ``"coco"`` (LRGB's standardised superpixel encoders).
+        node_in, node_vocab: Columns of ``x`` (``embedding``, ``linear``); rows of each table (``embedding``).
+        edge_encoder: ``"bond"`` (OGB's ``BondEncoder``), ``"embedding"``, ``"linear"``, ``"voc"`` / ``"coco"``, or
+            ``"none"`` (one learned edge vector where a layer needs edges).
+        edge_in, edge_vocab: As ``node_in``, ``node_vocab`` for edges.
         mpnn: MPNN branch (``gatedgcn``, ``gcn``, ``gin``, ``gine``) or ``None``.
         attn: Global attention (``softmax``, ``gfsa``, ``plaplacian``, ``agf``) or ``None``.
         gea: GEANet branch on/off (``geaet``).
-        heads: Global attention heads.
-        gea_heads: GEANet heads.
-        units: GEANet units :math:`S` (``None``: :math:`d / H`).
-        edge_units, shared_unit, norm_scope: GEANet options.
+        heads, gea_heads: Heads of the global attention and of GEANet.
+        units, edge_units, shared_unit, norm_scope: GEANet's :math:`S` (``None``: :math:`d / H`) and options.
         ffn: Feed-forward block after the branch sum (``geaet``; the ``mpnn`` family has none).
-        norm: Normalisation name (``batch_norm``, ``layer_norm``, ...).
-        act: Activation name.
-        local_out_act: Activation on the MPNN output before its residual in a GEAET layer (the authors'
-            ``gt.local_out_act``, GEAET Peptides configs); the ``mpnn`` family always applies it (LRGB/GraphGPS
-            baselines: conv, activation, dropout, residual, norm).
-        dropout: Dropout of the branches and the FFN.
-        attn_dropout: Attention dropout.
-        attn_impl: How the global attention runs (the same function each way): ``"auto"`` (on CPU blocks of graphs
-            of similar size, on a GPU the padded batch), ``"grouped"`` (the blocks), or ``"dense"`` (the padded
-            batch: the reference, for comparison).
+        norm, act: Normalisation (``batch_norm``, ``layer_norm``, ...) and activation names.
+        local_out_act: Activation on the MPNN output in a GEAET layer (the ``mpnn`` family always applies it).
+        dropout, attn_dropout: Dropout of the branches and the FFN; on the attention weights.
+        attn_impl: The global attention's layout, ``"auto"``, ``"grouped"`` or ``"dense"`` (the same function).
         pe: Positional encoding, or ``None``.
         pooling: ``"mean"`` or ``"add"`` (graph tasks of the message-passing families).
-        head_layers: Linear layers of the prediction head (``1`` = a single linear map).
-        head_dropout: Dropout between head layers.
-        aux_weight: Multiplier of the mean over layers of the layers' auxiliary losses (AGF's orthogonality term,
-            already weighted by the attention's :math:`\gamma` = ``ortho_weight``, 1e-2 by default): ``1`` is the
-            AGF code's ``task + mean_layers(gamma * L_ortho)``, ``0`` switches the term off.
+        head_layers, head_dropout: Linear layers of the prediction head (``1``: one linear map); dropout between them.
+        aux_weight: Weight of the layers' mean auxiliary loss (AGF's :math:`\gamma L_{ortho}`; ``0``: off).
         graphormer: Graphormer settings.
         layer_args: Further arguments of each layer (:class:`~gea_graph.nn.GEAETLayer` or
             :class:`~gea_graph.nn.GraphormerLayer`), e.g. ``{local_dropout: 0.1, external_dropout: 0.05}``.
-        mpnn_args: Further arguments of the MPNN branch (e.g. :class:`~gea_graph.nn.GatedGCNLayer`).
-        attn_args: Further arguments of the global attention (e.g. :class:`~gea_graph.nn.GFSA`).
-        gea_args: Further arguments of :class:`~gea_graph.nn.GEANet` /
-            :class:`~gea_graph.nn.ExternalAttention`, e.g. ``{eps: null, edge_head_split: strided}``.
-        pe_args: Further arguments of the PE encoder (e.g. :class:`~gea_graph.nn.LapPEEncoder`'s
-            ``sign_scope``).
+        mpnn_args, attn_args, gea_args, pe_args: Further arguments of the MPNN branch, the global attention,
+            :class:`~gea_graph.nn.GEANet` and the PE encoder, e.g. ``gea_args: {eps: null}``.
 
-    The five ``*_args`` sections pass constructor arguments through unchanged; each key is checked against the
-    class's signature here, and a key that a field above already sets is an error
-    (:mod:`gea_graph.models.layer_args`).
+    The five ``*_args`` pass constructor arguments through; each key is checked against the class's signature, and
+    one that a field above sets is an error (:mod:`gea_graph.models.layer_args`).
     """
 
     family: str

@@ -15,99 +15,50 @@ from gea_graph.nn.mpnn import GatedGCNLayer, mpnn_resolver
 
 
 class GEAETLayer(Module):
-    r"""The feature-extraction layer of the `"Graph External Attention Enhanced Transformer"
-    <https://arxiv.org/abs/2405.21061>`_ paper (Eqs. 8–10), in the exact form of the authors'
-    code (a GraphGPS layer with a third, external branch; geaet-notes §1.7–1.8):
+    r"""The layer of the `"Graph External Attention Enhanced Transformer" <https://arxiv.org/abs/2405.21061>`_
+    paper (Eqs. 8–10): a GraphGPS layer with a third, external branch, in the form of the authors' code:
 
     .. math::
-        \mathbf{X}_M, \mathbf{E}_M &= \mathrm{MPNN}(\mathbf{X}, \mathbf{E}, \mathbf{A}),
-        \qquad \mathbf{X}_M \leftarrow \mathrm{Norm}\big(\mathbf{X} +
-        \mathrm{Dropout}(\mathbf{X}_M)\big) \qquad \text{(Eqs. 8, 9)}
+        \mathbf{X}_M, \mathbf{E}_M &= \mathrm{MPNN}(\mathbf{X}, \mathbf{E}, \mathbf{A}), \qquad
+        \mathbf{X}_M \leftarrow \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathbf{X}_M)\big)
 
-        \mathbf{X}_T &= \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(
-        \mathrm{Attn}(\mathbf{X}))\big)
+        \mathbf{X}_T &= \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathrm{Attn}(\mathbf{X}))\big)
 
-        \mathbf{X}_G, \mathbf{E}_G &= \mathrm{GEANet}(\mathbf{X}, \mathbf{E}_M)
-        = \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathrm{GEA}(\mathbf{X}))\big),\
-        \mathrm{GEA}(\mathbf{E}_M) \qquad \text{(Eq. 8)}
+        \mathbf{X}_G &= \mathrm{Norm}\big(\mathbf{X} + \mathrm{Dropout}(\mathrm{GEA}(\mathbf{X}))\big), \qquad
+        \mathbf{E}_G = \mathrm{GEA}(\mathbf{E}_M)
 
-        \mathbf{H} &= \mathbf{X}_M + \mathbf{X}_T + \mathbf{X}_G, \qquad
-        \mathbf{X}' = \mathrm{Norm}\big(\mathbf{H} + \mathrm{FFN}(\mathbf{H})\big), \qquad
-        \mathbf{E}' = \mathbf{E}_G \qquad \text{(Eq. 10)}
+        \mathbf{X}' &= \mathrm{Norm}\big(\mathbf{H} + \mathrm{FFN}(\mathbf{H})\big), \quad
+        \mathbf{H} = \mathbf{X}_M + \mathbf{X}_T + \mathbf{X}_G, \quad \mathbf{E}' = \mathbf{E}_G
 
-    with :math:`\mathrm{FFN}(\mathbf{H}) = \mathrm{Dropout}(\mathbf{W}_2\,\mathrm{Dropout}(
-    \mathrm{act}(\mathbf{W}_1 \mathbf{H})))`, :math:`\mathbf{W}_1: d \to 2d`. Post-norm, one
-    residual + norm per branch, a residual around the FFN and a final norm (applied also with
-    :obj:`use_ffn=False`, as in the code). The global attention is any of
-    :func:`~gea_graph.nn.attention.attention_resolver`'s names and attends within each graph on
-    the packed node rows, as :obj:`attn_impl` says (:obj:`"auto"`: blocks of graphs of similar size on
-    CPU, the padded batch on a GPU; :obj:`"dense"`: the padded batch, the reference; both compute the
-    same function). GEANet's edge input is the MPNN's updated edge features (Eq. 8); its edge output (only changed with
-    :obj:`edge_units=True`) has no residual and no norm. A branch whose MPNN already holds its
-    residual (:class:`~gea_graph.nn.GatedGCNLayer`) gets no second residual and no second dropout,
-    only the norm (as the authors' code). Any branch can be switched off (:obj:`mpnn=None`,
-    :obj:`attn=None`, :obj:`gea=False`), e.g. ``GEAETLayer(d, mpnn="gcn", attn=None)`` is the
-    paper's GCN+GEANet and ``gea=False`` a GraphGPS layer.
-
-    With :obj:`norm_scope="graph"` (default) and norms that do not use batch statistics (or in
-    evaluation mode) a graph's output does not depend on its batch-mates; see
-    :class:`~gea_graph.nn.ExternalAttention` for what GEA mixes.
-
-    Where the defaults differ from the paper and the authors' code (norms, dropouts, FFN): ``docs/fidelity.md``.
+    with :math:`\mathrm{FFN}(\mathbf{H}) = \mathrm{Dropout}(\mathbf{W}_2\,\mathrm{Dropout}(\mathrm{act}(\mathbf{W}_1
+    \mathbf{H})))`. Any branch can be off: ``GEAETLayer(d, mpnn="gcn", attn=None)`` is the paper's GCN+GEANet.
+    The wiring, and where the defaults differ from the paper and the authors' code: ``docs/fidelity.md``.
 
     Args:
         channels (int): Feature size :math:`d`.
-        mpnn (str or Module, optional): Local branch: :obj:`"gatedgcn"`, :obj:`"gcn"`,
-            :obj:`"gin"`, :obj:`"gine"`, a module with forward ``(x, edge_index, edge_attr) ->
-            (x, edge_attr)``, or :obj:`None`. (default: :obj:`"gatedgcn"`)
-        attn (str or Module, optional): Global attention: :obj:`"softmax"`, :obj:`"gfsa"`,
-            :obj:`"plaplacian"`, :obj:`"agf"`, a dense attention module, or :obj:`None`.
-            (default: :obj:`"softmax"`)
-        gea (bool, optional): The GEANet branch. (default: :obj:`True`)
+        mpnn (str or Module, optional): :obj:`"gatedgcn"`, :obj:`"gcn"`, :obj:`"gin"`, :obj:`"gine"`, a module
+            ``(x, edge_index, edge_attr) -> (x, edge_attr)``, or :obj:`None`. (default: :obj:`"gatedgcn"`)
+        attn (str or Module, optional): :obj:`"softmax"`, :obj:`"gfsa"`, :obj:`"plaplacian"`, :obj:`"agf"`, a
+            dense attention module, or :obj:`None`. (default: :obj:`"softmax"`)
+        gea (bool, optional): The GEANet branch (:obj:`False`: a GraphGPS layer). (default: :obj:`True`)
         heads (int, optional): Heads of the global attention. (default: :obj:`4`)
-        gea_heads (int, optional): Heads of GEA (:obj:`None`: :obj:`heads`). (default: :obj:`None`)
-        units (int, optional): External units :math:`S` (:obj:`None`: :math:`d/H`).
-            (default: :obj:`None`)
-        edge_units (bool, optional): GEA edge units. (default: :obj:`False`)
-        shared_unit (bool, optional): GEA shared unit. (default: :obj:`False`)
-        norm_scope (str, optional): GEA softmax scope, :obj:`"graph"` or :obj:`"batch"`.
-            (default: :obj:`"graph"`)
-        norm (str, optional): Norm of every branch and the output: :obj:`"batch_norm"`, :obj:`"layer_norm"`
-            (per node), :obj:`"graph_layer_norm"` (PyG's graph-mode LayerNorm) or :obj:`None`.
-            (default: :obj:`"batch_norm"`)
-        norm_kwargs (Dict[str, Any], optional): Arguments of the norms. (default: :obj:`None`)
-        act (str, optional): Activation of the FFN, of :obj:`local_out_act` and inside the MPNN
-            (GatedGCN's updates, the GIN/GINE MLPs). (default: :obj:`"relu"`)
-        use_ffn (bool, optional): The FFN and its residual. (default: :obj:`True`)
-        ffn_ratio (int, optional): FFN hidden width / :math:`d`. (default: :obj:`2`)
-        dropout (float, optional): Default of the four branch dropouts below. (default: :obj:`0.0`)
-        local_dropout (float, optional): MPNN branch (and inside GatedGCN). (default: :obj:`None`)
-        global_dropout (float, optional): Attention branch output. (default: :obj:`None`)
-        external_dropout (float, optional): GEANet branch output. (default: :obj:`None`)
-        ffn_dropout (float, optional): FFN. (default: :obj:`None`)
+        gea_heads, units, edge_units, shared_unit, norm_scope: GEA's arguments
+            (:class:`~gea_graph.nn.ExternalAttention`); :obj:`gea_heads=None` is :obj:`heads`.
+        norm (str, optional): :obj:`"batch_norm"`, :obj:`"layer_norm"` (per node), :obj:`"graph_layer_norm"` or
+            :obj:`None`; ``norm_kwargs`` its arguments. (default: :obj:`"batch_norm"`)
+        act (str, optional): Activation of the FFN, of ``local_out_act`` and inside the MPNN. (default: :obj:`"relu"`)
+        use_ffn (bool, optional): The FFN, of width ``ffn_ratio`` :math:`\cdot d`. (default: :obj:`True`)
+        dropout (float, optional): Default of the ``*_dropout`` of the branches and FFN. (default: :obj:`0.0`)
         attn_dropout (float, optional): Dropout on the attention weights. (default: :obj:`0.0`)
-        attn_impl (str, optional): How the global attention runs: :obj:`"auto"`,
-            :obj:`"grouped"` or :obj:`"dense"` (see
-            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default:
-            :obj:`"auto"`)
-        local_out_act (bool, optional): Activation on the MPNN output before its dropout (the
-            authors' ``gt.local_out_act``, Peptides-Struct). (default: :obj:`False`)
-        mpnn_kwargs, attn_kwargs, gea_kwargs (Dict[str, Any], optional): Further arguments of the
-            branches (:func:`~gea_graph.nn.mpnn_resolver`,
-            :func:`~gea_graph.nn.attention.attention_resolver`, :class:`~gea_graph.nn.GEANet` and
-            through it :class:`~gea_graph.nn.ExternalAttention`, e.g.
-            ``gea_kwargs={"eps": None, "edge_head_split": "strided"}`` for the authors' GEA), like
-            :class:`~torch_geometric.nn.GPSConv`'s :obj:`attn_kwargs`. An argument the layer sets
-            itself (:attr:`branch_arguments`) must not be repeated there.
+        attn_impl (str, optional): :obj:`"auto"`, :obj:`"grouped"` or :obj:`"dense"`. (default: :obj:`"auto"`)
+        local_out_act (bool, optional): Activation on the MPNN output. (default: :obj:`False`)
+        mpnn_kwargs, attn_kwargs, gea_kwargs (Dict[str, Any], optional): Further arguments of the branches, like
+            :class:`~torch_geometric.nn.GPSConv`'s; not those the layer sets (:attr:`branch_arguments`).
 
     Shapes:
-        - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices
-          :math:`(2, |\mathcal{E}|)`, edge features :math:`(|\mathcal{E}|, d)` or :obj:`None`,
-          batch vector :math:`(|\mathcal{V}|)` or :obj:`None` (one graph), optional
-          :obj:`attn_bias` :math:`(B, H, N_{\max}, N_{\max})`, optional :obj:`plan` (the batch's
-          :class:`~gea_graph.nn.attention.plan.AttentionPlan`, shared by the layers of a model)
-        - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features
-          :math:`(|\mathcal{E}|, d)` (or :obj:`None`)
+        - **input:** node features :math:`(|\mathcal{V}|, d)`, edge indices :math:`(2, |\mathcal{E}|)`, edge features
+          :math:`(|\mathcal{E}|, d)` or :obj:`None`, batch :math:`(|\mathcal{V}|)` or :obj:`None`, :obj:`plan`
+        - **output:** node features :math:`(|\mathcal{V}|, d)`, edge features :math:`(|\mathcal{E}|, d)` or :obj:`None`
     """
 
     #: The arguments of each branch that the layer sets from its own arguments

@@ -82,59 +82,37 @@ class _PEJoin(Module):
 
 
 class LapPEEncoder(_PEJoin):
-    r"""Laplacian-eigenvector positional encoding as in GraphGPS (`"Recipe for a General,
-    Powerful, Scalable Graph Transformer" <https://arxiv.org/abs/2205.12454>`_), the LapPE of the
-    GEAET Peptides-Struct runs (geaet-notes §2.2–2.3; paper Eq. 7 adds :math:`\mathbf{T}^0
-    \mathbf{p}_i`, the code concatenates: both are offered by :obj:`mode`).
-
-    For node :math:`i` with eigenpairs :math:`(\mathbf{v}_j[i], \lambda_j)`, :math:`j = 1..k`, and
-    mask :math:`m_{ij}` (padding of small graphs):
+    r"""Laplacian-eigenvector positional encoding as in GraphGPS (`"Recipe for a General, Powerful, Scalable Graph
+    Transformer" <https://arxiv.org/abs/2205.12454>`_), the LapPE of the GEAET paper (Eq. 7). For node :math:`i`
+    with eigenpairs :math:`(\mathbf{v}_j[i], \lambda_j)`, :math:`j = 1..k`, and mask :math:`m_{ij}` (padding of
+    graphs with fewer than :math:`k` pairs; NaN entries are masked too):
 
     .. math::
         \mathbf{p}_i = \sum_{j=1}^{k} m_{ij}\, \phi\big(\mathbf{W}_A\,
         [s_j \mathbf{v}_j[i], \lambda_j] + \mathbf{b}_A\big) \qquad \text{(DeepSet)}
 
-    with :math:`\phi` the rest of the MLP and :math:`s_j \in \{\pm 1\}` a random sign per
-    eigenvector drawn at every training forward (eigenvectors are defined up to sign): with
-    :obj:`sign_scope="graph"` and :obj:`batch` given, one sign per graph and eigenvector;
-    with :obj:`sign_scope="batch"` (or no :obj:`batch`), one per eigenvector for the whole batch
-    (GraphGPS and the GEAET code). No flip in evaluation. The GraphGPS DeepSet with
-    :obj:`num_layers = L \ge 2` is ``Linear(2, 2·dim_pe) → act → [Linear(2·dim_pe, 2·dim_pe) → act]
-    × (L−2) → Linear(2·dim_pe, dim_pe) → act`` (:math:`L = 1`: ``Linear(2, dim_pe) → act``);
-    with ``dim_pe=16, num_layers=2`` it has 624 parameters, as in the paper's Peptides-Struct
-    count. :obj:`model="linear"` is one ``Linear(2k, dim_pe)`` on the masked, sign-flipped
-    ``[v_1..v_k, λ_1..λ_k]``.
-
-    Node features: the output is ``concat(x, p)`` (:obj:`mode="concat"`, width
-    ``x.size(-1) + dim_pe``) or ``x + p`` (:obj:`mode="add"`, needs width ``dim_pe``). By default
-    ``x`` is used as given, so the caller sizes it (e.g. an atom embedding of width
-    :math:`d - \text{dim\_pe}`, as GEAET/GraphGPS); with :obj:`in_channels` and
-    :obj:`out_channels` an internal ``Linear(in_channels, out_channels − dim_pe)`` (concat) or
-    ``Linear(in_channels, out_channels)`` (add) maps ``x`` first. ``x=None`` returns ``p``.
-
-    Forward: ``forward(x, pe, eigval=None, mask=None, batch=None)`` where :obj:`pe` is either the
-    eigenvectors ``lap_eigvec`` :math:`[N, k]` (then :obj:`eigval` ``lap_eigval`` :math:`[N, k]`
-    or :math:`[N, k, 1]` and :obj:`mask` ``lap_mask`` :math:`[N, k]` are the next arguments) or the
-    tuple ``(lap_eigvec, lap_eigval, lap_mask)``: ``enc(x, (data.lap_eigvec, data.lap_eigval,
-    data.lap_mask))``. Without a mask every pair is real; NaN entries (GraphGPS padding) are masked
-    too.
+    with :math:`\phi` the rest of the MLP (GraphGPS's DeepSet: hidden width :math:`2\cdot\text{dim\_pe}`, an
+    activation after every layer) and :math:`s_j \in \{\pm 1\}` a random sign per eigenvector in training
+    (eigenvectors are defined up to sign; none in evaluation): one per graph and eigenvector with
+    :obj:`sign_scope="graph"` and :obj:`batch` given, else one per eigenvector for the batch (GraphGPS).
+    :obj:`model="linear"` is one ``Linear(2k, dim_pe)`` on the masked, sign-flipped ``[v_1..v_k, λ_1..λ_k]``. The
+    output is ``concat(x, p)`` (:obj:`mode="concat"`, the authors' code) or ``x + p`` (:obj:`"add"`, the paper);
+    with :obj:`in_channels` and :obj:`out_channels` a ``Linear`` first maps ``x`` to the width left for it;
+    ``x=None`` returns ``p``. :obj:`pe` is ``lap_eigvec`` (then ``eigval``, ``mask`` follow) or the tuple
+    ``(lap_eigvec, lap_eigval, lap_mask)``. Notes: ``docs/fidelity.md``.
 
     Args:
         dim_pe (int): Output size of the encoding.
         model (str, optional): :obj:`"deepset"` or :obj:`"linear"`. (default: :obj:`"deepset"`)
         num_layers (int, optional): Layers of the DeepSet MLP. (default: :obj:`2`)
-        k (int, optional): Number of eigenpairs (needed by :obj:`"linear"` and :obj:`raw_norm`).
-            (default: :obj:`None`)
-        in_channels (int, optional): Input node feature size for the internal map.
-            (default: :obj:`None`)
+        k (int, optional): Number of eigenpairs (for :obj:`"linear"` and :obj:`raw_norm`). (default: :obj:`None`)
+        in_channels (int, optional): Input node feature size for the internal map. (default: :obj:`None`)
         out_channels (int, optional): Output size with the internal map. (default: :obj:`None`)
         mode (str, optional): :obj:`"concat"` or :obj:`"add"`. (default: :obj:`"concat"`)
         act (str, optional): Activation. (default: :obj:`"relu"`)
-        raw_norm (bool, optional): ``BatchNorm1d(k)`` on the raw pairs (GraphGPS option).
-            (default: :obj:`False`)
+        raw_norm (bool, optional): ``BatchNorm1d(k)`` on the raw pairs (GraphGPS option). (default: :obj:`False`)
         sign_flip (bool, optional): Random sign flips in training. (default: :obj:`True`)
-        sign_scope (str, optional): :obj:`"graph"` (a sign per graph) or :obj:`"batch"` (a sign
-            per mini-batch, the authors'). (default: :obj:`"graph"`)
+        sign_scope (str, optional): :obj:`"graph"` or :obj:`"batch"` (the authors'). (default: :obj:`"graph"`)
 
     Shapes:
         - **input:** node features :math:`(N, F)` or :obj:`None`, eigenvectors :math:`(N, k)`,

@@ -26,49 +26,30 @@ def jacobi_coefficients(K: int, a: float, b: float) -> list[tuple[float, float, 
 
 
 class AGFAttention(Module):
-    r"""The attentive graph filter (AGF) of Wi et al., `"Learning Advanced Self-Attention for
-    Linear Transformers in the Singular Value Domain" <https://arxiv.org/abs/2505.08516>`_
-    (IJCAI 2025, Eqs. 7-12), a linear-cost (:math:`O(N d_h^2)` per head) global attention:
+    r"""The attentive graph filter (AGF) of Wi et al., `"Learning Advanced Self-Attention for Linear Transformers in
+    the Singular Value Domain" <https://arxiv.org/abs/2505.08516>`_ (IJCAI 2025, Eqs. 7-12), a global attention of
+    linear cost (:math:`O(N d_h^2)` per head):
 
     .. math::
-        \mathrm{AGF}(\mathbf{X}) = \left(\mathbf{U}(\mathbf{X}) \odot
-            g_\theta(\mathbf{S}(\mathbf{X}))\right)\left(\mathbf{V}(\mathbf{X})^\top
-            \mathbf{X}\mathbf{W}_{val}\right),
+        \mathrm{AGF}(\mathbf{X}) = \left(\mathbf{U} \odot g_\theta(\mathbf{S})\right)
+            \left(\mathbf{V}^\top \mathbf{X}\mathbf{W}_{val}\right), \qquad
+        g_\theta(s) = \sum_{k=0}^{K} \theta_k P_k^{(a,b)}(s)
 
-    per head, with :math:`\mathbf{U} = \mathrm{softmax}_{d}(\mathbf{X}\mathbf{W}_U)` (Eq. 8,
-    softmax over the :math:`d_h` singular index, per node), :math:`\mathbf{V} =
-    \mathrm{softmax}_{N}(\mathbf{X}\mathbf{W}_V)` (Eq. 10, softmax over the *real nodes* of each
-    graph), token-specific singular values :math:`\mathbf{S} = \sigma(\mathbf{X}\mathbf{W}_\Sigma)
-    \in (0, 1)^{N \times d_h}` and the Jacobi-polynomial filter (Eqs. 6, 9)
+    per head, with :math:`\mathbf{U} = \mathrm{softmax}_{d}(\mathbf{X}\mathbf{W}_U)` (Eq. 8, over the :math:`d_h`
+    singular index), :math:`\mathbf{V} = \mathrm{softmax}_{N}(\mathbf{X}\mathbf{W}_V)` (Eq. 10, over the real nodes
+    of each graph), token-specific singular values :math:`\mathbf{S} = \sigma(\mathbf{X}\mathbf{W}_\Sigma)` and
+    Jacobi polynomials :math:`P_k^{(a,b)}` (Eqs. 6, 9); :math:`\theta_0 = 1` is fixed, :math:`\theta_k =
+    \tanh(\tilde\theta_k)` with :math:`\tilde\theta_k = 0` at init, so the layer starts as efficient attention. No
+    :math:`N \times N` matrix is formed, so an additive attention bias is refused (:class:`ValueError`).
+
+    The orthogonality regulariser (Eq. 11, as the authors' code) is computed in training mode, per graph:
 
     .. math::
-        g_\theta(s) = \sum_{k=0}^{K} \theta_k P_k^{(a,b)}(s), \qquad \theta_0 = 1 \text{ (fixed)},
-        \quad \theta_k = \tanh(\tilde\theta_k),\ \tilde\theta_k = 0 \text{ at init}.
+        L_{ortho} = \mathrm{mean}\,|\mathbf{U}^\top\mathbf{U} - \mathbf{I}| +
+            \mathrm{mean}\,|\mathbf{V}^\top\mathbf{V} - \mathbf{I}|,
 
-    The :math:`d_h \times d_h` product :math:`\mathbf{V}^\top\mathbf{X}\mathbf{W}_{val}` is formed
-    first, so no :math:`N \times N` matrix ever exists. At init :math:`g \equiv 1` and the layer is
-    plain efficient attention :math:`\mathrm{softmax}_d(\mathbf{Q})\,
-    \mathrm{softmax}_N(\mathbf{K})^\top\mathbf{V}` (rows of the implied :math:`\mathbf{H}` sum to 1).
-
-    **Orthogonality regulariser** (Eq. 11, in the official code's form): per graph,
-    :math:`L_{ortho} = \mathrm{mean}|\mathbf{U}^\top\mathbf{U} - \mathbf{I}| +
-    \mathrm{mean}|\mathbf{V}^\top\mathbf{V} - \mathbf{I}|` (entrywise L1 mean over heads and the
-    :math:`d_h \times d_h` Gram entries; padded nodes excluded from both Grams), averaged over the
-    graphs of the batch. It is computed on every forward in training mode. :meth:`aux_loss`
-    returns the last forward's value **already multiplied by** :obj:`ortho_weight`
-    (:math:`\gamma`, Eq. 12; the paper searches :math:`\gamma \in \{10^{-1}, \dots, 10^{-4}\}`,
-    default here :math:`10^{-2}`); ``aux_loss(weighted=False)`` gives the raw value. Add it to the
-    task loss (the official code averages it over layers): ``loss = task + mean(l.aux_loss() for l
-    in agf_layers)``. In eval mode (or before any forward) it is 0.
-
-    Choices (agf-notes §7): softmax axes as in the code (B1); :math:`\theta` shared across heads
-    with :math:`\theta_0` frozen at 1 (``fixI``, B2); :math:`\sigma(\cdot)` fed to the Jacobi basis
-    without rescaling (B3); the node softmax of :math:`\mathbf{V}` and both Grams exclude padding
-    (B5, B6); dropout (B8), if any, acts on :math:`\mathbf{U}\odot g`; the core runs in float32
-    under autocast (B9). There is no :math:`N \times N` score matrix, hence **no additive attention
-    bias**: passing :obj:`attn_bias` raises :class:`ValueError`.
-    ``forward(..., return_attention=True)`` materialises the implied
-    :math:`\mathbf{H} = (\mathbf{U}\odot g)\mathbf{V}^\top` ``[B, H, N, N]`` for pictures only.
+    averaged over the batch's graphs; :meth:`aux_loss` returns it times :math:`\gamma` = :obj:`ortho_weight` (Eq. 12;
+    0 in eval mode). Add the mean over layers to the task loss. Choices and notes: ``docs/fidelity.md``.
 
     Args:
         channels (int): Size of each input and output node feature :math:`C`.
@@ -76,18 +57,15 @@ class AGFAttention(Module):
         K (int, optional): Polynomial order. (default: :obj:`3`)
         a (float, optional): Jacobi :math:`a`. (default: :obj:`1.0`)
         b (float, optional): Jacobi :math:`b`. (default: :obj:`1.0`)
-        ortho_weight (float, optional): :math:`\gamma` applied by :meth:`aux_loss`.
-            (default: :obj:`1e-2`)
+        ortho_weight (float, optional): :math:`\gamma` applied by :meth:`aux_loss`. (default: :obj:`1e-2`)
         dropout (float, optional): Dropout on :math:`\mathbf{U}\odot g`. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
-        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"`` (blocks
-            of graphs of similar size), ``"dense"`` (one padded block) or ``"auto"`` (grouped on CPU, dense
-            on a GPU). (default: :obj:`"auto"`)
+        impl (str, optional): How a packed call runs: :obj:`"auto"`, :obj:`"grouped"` or :obj:`"dense"` (see
+            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default: :obj:`"auto"`)
 
     Shapes:
-        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool; or packed :math:`(\sum N_i, C)`
-          and a plan
-        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
+        - **input:** :math:`(B, N, C)` and mask :math:`(B, N)` bool; or packed :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`
     """
 
     def __init__(self, channels: int, heads: int, K: int = 3, a: float = 1.0, b: float = 1.0,

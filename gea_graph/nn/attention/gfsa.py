@@ -26,20 +26,17 @@ class GFSACoefficients(NamedTuple):
 
 
 class GFSA(DenseAttentionBase):
-    r"""Graph-filter-based self-attention from Choi et al., `"Graph Convolutions Enrich the
-    Self-Attention in Transformers!" <https://arxiv.org/abs/2312.04234>`_ (Eqs. 4-6, Algorithm 1).
-
-    The softmax attention matrix :math:`\bar{\mathbf{A}}` (biased and masked, as in
-    :class:`MultiheadAttention`) is replaced per head by the matrix polynomial
+    r"""Graph-filter-based self-attention from Choi et al., `"Graph Convolutions Enrich the Self-Attention in
+    Transformers!" <https://arxiv.org/abs/2312.04234>`_ (Eqs. 4-6, Algorithm 1): the softmax attention matrix
+    :math:`\bar{\mathbf{A}}` (biased and masked, as in :class:`MultiheadAttention`) becomes, per head,
 
     .. math::
         \mathbf{H} = w_0 \mathbf{I} + w_1 \bar{\mathbf{A}}
             + w_K\left(\bar{\mathbf{A}} + (K-1)(\bar{\mathbf{A}}^2 - \bar{\mathbf{A}})\right),
         \qquad \mathrm{GFSA}(\mathbf{X}) = \mathbf{H}\mathbf{X}\mathbf{W}_{val}
 
-    (Eq. 4 is the first-order Taylor approximation of :math:`\bar{\mathbf{A}}^K`). It is evaluated
-    without ever forming :math:`\bar{\mathbf{A}}^2`: with :math:`\mathbf{Y} = \bar{\mathbf{A}}
-    \mathbf{V}`,
+    (Eq. 4: a first-order Taylor approximation of :math:`\bar{\mathbf{A}}^K`), evaluated without forming
+    :math:`\bar{\mathbf{A}}^2`: with :math:`\mathbf{Y} = \bar{\mathbf{A}}\mathbf{V}`,
 
     .. math::
         \mathbf{H}\mathbf{V} = w_0\mathbf{V} + (w_1 + (2-K)w_K)\,\mathbf{Y}
@@ -47,43 +44,29 @@ class GFSA(DenseAttentionBase):
 
     i.e. :math:`O(N^2 d)` per head instead of :math:`O(N^3)`.
 
-    Coefficients are per head and per layer, initialised to :math:`(w_0, w_1, w_K) = (0, 1, 0)` (the
-    layer starts as softmax attention); :obj:`learn` names the learnable ones, the others are fixed
-    buffers. Attention dropout acts on :math:`\bar{\mathbf{A}}` before the filter, the same dropped
-    matrix in both products; :math:`\mathbf{H}` is not renormalised. Where this differs from the
-    authors' code: ``docs/fidelity.md``.
-
-    For :math:`N \geq` ``sdpa_min_nodes`` (96) without attention dropout or stored weights, the two
-    products run as two :func:`~torch.nn.functional.scaled_dot_product_attention` passes (no
-    :math:`N \times N` tensor; the same function).
-
-    For the frequency-response analysis, :meth:`coefficients` returns ``(w0, w1, wK, K)`` and
-    :meth:`filter_response` evaluates :math:`g(\lambda)` at (possibly complex) eigenvalues of
-    :math:`\bar{\mathbf{A}}`; ``forward(..., return_attention=True)`` / ``store_attention``
-    give :math:`\bar{\mathbf{A}}` (not :math:`\mathbf{H}`).
+    Coefficients are per head and per layer, initialised to :math:`(w_0, w_1, w_K) = (0, 1, 0)` (the layer starts
+    as softmax attention); :obj:`learn` names the learnable ones, the others are fixed buffers. Attention dropout
+    acts on :math:`\bar{\mathbf{A}}` before the filter; :math:`\mathbf{H}` is not renormalised.
+    :meth:`filter_response` evaluates :math:`g(\lambda)` at eigenvalues of :math:`\bar{\mathbf{A}}` (which
+    ``return_attention=True`` gives). Differences from the authors' code and notes: ``docs/fidelity.md``.
 
     Args:
         channels (int): Size of each input and output node feature :math:`C`.
         heads (int): Number of heads :math:`H`.
-        K (float, optional): The order :math:`K` of the approximated high-order term.
-            (default: :obj:`2`)
-        learn (Sequence[str], optional): Which of ``"w0"``, ``"w1"``, ``"wK"`` are learnable.
-            (default: :obj:`("w0", "w1", "wK")`)
+        K (float, optional): The order :math:`K` of the approximated high-order term. (default: :obj:`2`)
+        learn (Sequence[str], optional): The learnable ones of ``"w0"``, ``"w1"``, ``"wK"``. (default: all three)
         w0_init (float, optional): Initial (or fixed) :math:`w_0`. (default: :obj:`0.0`)
         w1_init (float, optional): Initial (or fixed) :math:`w_1`. (default: :obj:`1.0`)
         wK_init (float, optional): Initial :math:`w_K`. (default: :obj:`0.0`)
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
-        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"``
-            (blocks of graphs of similar size; what ``"auto"`` picks on CPU) or ``"dense"`` (one
-            padded block; ``"auto"`` on a GPU); see
-            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
-            (default: :obj:`"auto"`)
+        impl (str, optional): How a packed call runs: :obj:`"auto"`, :obj:`"grouped"` or :obj:`"dense"` (see
+            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default: :obj:`"auto"`)
 
     Shapes:
-        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
-          :math:`(B, H, N, N)`; or packed :math:`(\sum N_i, C)` and a plan
-        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias :math:`(B, H, N, N)`; or packed
+          :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`
     """
 
     def __init__(self, channels: int, heads: int, K: float = 2, learn: Sequence[str] | str = _COEFFS,

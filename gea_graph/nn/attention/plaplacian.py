@@ -37,63 +37,39 @@ def _fast_pow(x: Tensor, e: float) -> Tensor:
 
 class PLaplacianAttention(DenseAttentionBase):
     r"""The p-Laplacian attention of Nguyen et al., `"p-Laplacian Transformer"
-    <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per
-    head, by a power of the distance between the value vectors,
+    <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per head, by a power of
+    the distance between the value vectors,
 
     .. math::
         \mathbf{u}_i^{(h)} = \sum_{j} \bar{A}^{(h)}_{ij}\, P^{(h)}_{ij}\, \mathbf{v}^{(h)}_j,
         \qquad P^{(h)}_{ij} = \left(\lVert \mathbf{v}^{(h)}_i - \mathbf{v}^{(h)}_j \rVert_2^2
             + \epsilon\right)^{(p_h - 2)/2}
 
-    with :math:`\bar{\mathbf{A}}^{(h)}` the biased, masked softmax attention and :math:`p_h` fixed
-    per head (not learned). The Hadamard form of Eq. 12 / Fig. 1 is used (Remark 3.3's matrix
-    product is a typo). At :math:`p_h = 2`, :math:`P \equiv 1` and the head *is* softmax attention;
-    if every head has :math:`p = 2` the fused :class:`MultiheadAttention` path runs unchanged.
-
-    Choices (p-laplacian-transformer-notes §7):
-
-    * **Singularity (A1):** the smooth form :math:`(d^2 + \epsilon)^{(p-2)/2}` on the *squared*
-      distance, default :math:`\epsilon = 10^{-2}`. The diagonal :math:`i = j` and identical
-      value vectors (frequent in molecules: equal atoms before any PE) are *not* special-cased:
-      both get the factor :math:`\epsilon^{(p-2)/2}` (3.16 for p = 1.5, 0.32 for p = 2.5), which
-      keeps :math:`P` continuous in the values, finite, and permutation-equivariant. The paper's
-      implicit :math:`\epsilon \to 0` would give :math:`\infty` / :math:`0`; a smaller
-      :math:`\epsilon` like :math:`10^{-6}` gives 31.6 / 0.03.
-    * **Distance space (A3):** per-head value vectors after :math:`\mathbf{W}_V`, unscaled (as
-      the paper). Squared distances come from :math:`\lVert a\rVert^2 + \lVert b\rVert^2 - 2ab`
-      in float32 (autocast off), clamped at 0 against rounding.
-    * **Normalisation (A2):** none by default (the paper relies on row sums :math:`\neq 1`);
-      ``renormalize=True`` divides each row of :math:`\bar{\mathbf{A}}\odot\mathbf{P}` by its sum.
-    * **Gradient through P (A4):** yes by default; ``detach_p=True`` stops it.
-    * **Dropout (A7):** on :math:`\bar{\mathbf{A}}`, before :math:`\odot\mathbf{P}`.
-    * **Padding (A6):** padded keys have :math:`\bar{A}_{ij} = 0` and :math:`P` is finite
-      everywhere, so they contribute exactly nothing.
-    * **Bias (A8):** the Graphormer biases (and graph token) enter :math:`\bar{\mathbf{A}}`; the
-      token gets :math:`P` from its value vector like any node.
+    with :math:`\bar{\mathbf{A}}^{(h)}` the biased, masked softmax attention (dropout acts on it, before
+    :math:`\odot\mathbf{P}`), :math:`\mathbf{v}^{(h)}` the per-head values after :math:`\mathbf{W}_V`, and
+    :math:`p_h` fixed per head (not learned). At :math:`p_h = 2`, :math:`\mathbf{P} \equiv 1` and the head is softmax
+    attention. The diagonal and equal value vectors are not special-cased: :math:`\epsilon > 0` keeps
+    :math:`\mathbf{P}` finite, continuous and permutation-equivariant. Rows are not renormalised unless
+    :obj:`renormalize` (the paper relies on row sums :math:`\neq 1`). The paper's ambiguities and the choices made
+    for them: ``docs/fidelity.md``.
 
     Args:
         channels (int): Size of each input and output node feature :math:`C`.
         heads (int): Number of heads :math:`H`.
-        p (float or Sequence[float], optional): :math:`p` for all heads, or one per head.
-            :obj:`None` = half the heads 1.5, half 2.5 (odd :math:`H`: middle head 2).
-            (default: :obj:`None`)
-        eps (float, optional): :math:`\epsilon` added to the squared distance. (default:
-            :obj:`1e-2`)
-        renormalize (bool, optional): Row-renormalise :math:`\bar{\mathbf{A}}\odot\mathbf{P}`.
-            (default: :obj:`False`)
+        p (float or Sequence[float], optional): :math:`p` for all heads, or one per head; :obj:`None`: half the
+            heads 1.5, half 2.5 (odd :math:`H`: the middle head 2). (default: :obj:`None`)
+        eps (float, optional): :math:`\epsilon` added to the squared distance. (default: :obj:`1e-2`)
+        renormalize (bool, optional): Row-renormalise :math:`\bar{\mathbf{A}}\odot\mathbf{P}`. (default: :obj:`False`)
         detach_p (bool, optional): No gradient through :math:`\mathbf{P}`. (default: :obj:`False`)
         dropout (float, optional): Attention dropout probability. (default: :obj:`0.0`)
         bias (bool, optional): Bias in the projections. (default: :obj:`True`)
-        impl (str, optional): How a packed call ``(x [sum N_i, C], plan)`` runs: ``"grouped"``
-            (blocks of graphs of similar size; what ``"auto"`` picks on CPU) or ``"dense"`` (one
-            padded block; ``"auto"`` on a GPU); see
-            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`.
-            (default: :obj:`"auto"`)
+        impl (str, optional): How a packed call runs: :obj:`"auto"`, :obj:`"grouped"` or :obj:`"dense"` (see
+            :class:`~gea_graph.nn.attention.multihead.DenseAttentionBase`). (default: :obj:`"auto"`)
 
     Shapes:
-        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias
-          :math:`(B, H, N, N)`; or packed :math:`(\sum N_i, C)` and a plan
-        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`.
+        - **input:** :math:`(B, N, C)`, mask :math:`(B, N)` bool, optional bias :math:`(B, H, N, N)`; or packed
+          :math:`(\sum N_i, C)` and a plan
+        - **output:** :math:`(B, N, C)`, padded rows zero; or :math:`(\sum N_i, C)`
     """
 
     def __init__(self, channels: int, heads: int, p: float | Sequence[float] | None = None,
