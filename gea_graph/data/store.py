@@ -558,9 +558,8 @@ def _check_meta(path: str, meta: dict[str, Any]) -> None:
 
 #: The mappings open in this process, by file (path and identity): the splits of a dataset are stores over the same
 #: files, and each mapping counts its resident pages on its own. A split's rows are spread over the whole file, so
-#: three mappings (train, val, test) held the file up to three times in the resident set (about 500 MB more on a
-#: Peptides-func run after its first evaluation); one mapping a file holds it once. An entry lives while an array
-#: of it does.
+#: three mappings (train, val, test) would hold the file up to three times in the resident set; one mapping a file
+#: holds it once. An entry lives while an array of it does.
 _MAPPINGS: weakref.WeakValueDictionary[tuple, np.ndarray] = weakref.WeakValueDictionary()
 
 

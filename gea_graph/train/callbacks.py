@@ -53,8 +53,8 @@ class EndAtTimeCap(Callback):
     r"""Ends a run at the end of the epoch (its evaluation included) during which its wall-clock cap ran out.
     Lightning's :class:`~lightning.pytorch.callbacks.Timer` checks the cap after each training step only: a cap that
     runs out while the epoch's validation runs would start another epoch, which trains one step and evaluates again
-    (up to 100 s past the 7-minute cap of ``geaet-tree-r5``, whose evaluation takes 46 s; with ``optim.horizon:
-    time`` that step's learning rate is already 0). Process 0 decides and the others follow."""
+    (well past the cap where an evaluation is long, as on the deep tree recipes; with ``optim.horizon: time`` that
+    step's learning rate is already 0). Process 0 decides and the others follow."""
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: GraphTask) -> None:
         timer = time_cap(trainer)

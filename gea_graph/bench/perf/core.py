@@ -111,7 +111,7 @@ class Settings:
 
     @classmethod
     def make(cls, quick: bool, device: torch.device) -> Settings:
-        """The quick (CI-sized, < 3 min on 2 CPU cores) or the full settings for ``device``."""
+        """The quick (CI-sized) or the full settings for ``device``."""
         if quick:
             return cls(device, True, repeats=20, warmup=2, train_steps=20, spd_graphs=64,
                        layer_datasets=("ZINC",), scale_rows=20_000, step_batches=(32, 17, 1))

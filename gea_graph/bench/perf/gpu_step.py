@@ -5,7 +5,7 @@ On CPU (``gea-graph perf --quick``), what decides a GPU step's speed can be coun
 * ``training step operators [geaet-zinc, batch 32]``: the ATen operators of one training step (forward, masked loss,
   backward, optimiser) of the ZINC GEAET recipe on a fixed-size batch of 32 ZINC-sized molecules, with the paths a
   GPU runs (the padded attention layout, fused AdamW), against PyG's GPS example (``pyg-gps-zinc``: its loss, AdamW
-  with ``foreach``, as on a GPU). On a GPU each operator costs ~38 µs of host time whatever its size.
+  with ``foreach``, as on a GPU). On a GPU each operator costs host time whatever its size.
 * ``host syncs per training step [geaet-zinc, batch 32]``: host-device transfers of the whole step, both directions
   (:func:`gea_graph.train.transfer_census.step_transfers`: forward, loss, backward, clipping, optimiser, schedule),
   ours against the same count of PyG's example; ours must be 0.

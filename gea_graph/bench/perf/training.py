@@ -49,8 +49,8 @@ QUICK_STEPS = 6
 QUICK_STEP_RUN = 40
 #: Training runs of each recipe of the MPNN+GEANet row in the full mode (alternated: ours, reference, reference, ours).
 STEP_RUNS = 2
-#: First steps of each run that the MPNN+GEANet row does not count: the first ten steps of a run take 20-40 % longer
-#: than the later ones (docs/performance.md, "The MPNN+GEANet row, timed in training"); a 30-minute run is past them.
+#: First steps of each run that the MPNN+GEANet row does not count: the first steps of a run are slower than the
+#: later ones (warm-up), and a long run is past them.
 STEP_WARMUP = 10
 
 

@@ -1,7 +1,7 @@
 r"""How the global attentions of a model lay out one batch: planned once per batch, shared by every layer.
 
 Attention never crosses graphs, so a batch needs :math:`\sum_i N_i^2` work, not the padded :math:`B N_{\max}^2`
-(5x more on Peptides-func). An :class:`AttentionPlan` holds what a layer needs to attend on PyG's packed rows
+(several times more on Peptides-func). An :class:`AttentionPlan` holds what a layer needs to attend on PyG's packed rows
 ``x [sum N_i, C]`` (graph ``i`` owns rows ``ptr[i]:ptr[i+1]``):
 
 * :class:`BlockLayout`\ s, shared by every global attention: the graphs are cut into :class:`DenseBlock`\ s of
