@@ -10,8 +10,7 @@ GEANet branch in a training step, and the peak resident memory of a real trainin
   steps each; the first :data:`STEP_WARMUP` steps of a run are not counted. Target ≤ 1.4. Timing the two models'
   steps in one process, on one fixed batch, measured the allocator instead: glibc's thresholds, which adapt to what a
   process has freed, had stayed low there, the steps' tensors went back to the system after every step, and every
-  step faulted their pages in again (about 60,000 faults per GCN+GEANet step, 30,000 per GCN step, against a few in
-  a training run: docs/performance.md, "The MPNN+GEANet row, timed in training").
+  step faulted their pages in again, which a training run does not.
 * ``Peptides-func training run · peak RSS``: each of the suite's recipes trains in a fresh process
   (``python -m gea_graph train RECIPE trainer.max_epochs=1 [data.subset=S] --threads 1``, as ``gea-graph bench``
   runs it) under :func:`gea_graph.bench.measure.measure`; the row is the largest peak RSS (``VmHWM``) of the three,
