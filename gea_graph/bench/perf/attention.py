@@ -51,7 +51,7 @@ def attention_rows(settings: Settings) -> list[Row]:
     from gea_graph.nn.attention import GFSA, AttentionPlan, MultiheadAttention
 
     device = settings.device
-    if settings.quick:  # a dense step on this batch takes about a second on one CPU core: fewer repeats
+    if settings.quick:  # a dense step on this batch is slow on a CPU: fewer repeats
         settings = dataclasses.replace(settings, repeats=min(settings.repeats, QUICK_REPEATS),
                                        warmup=min(settings.warmup, 1))
     inp = layer_input("Peptides-func", CHANNELS, device, count=GRAPHS)

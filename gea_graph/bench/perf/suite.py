@@ -41,9 +41,8 @@ def row_groups() -> dict[str, RowGroup]:
     }
 
 
-#: Groups that run only when named in ``only`` (``gea-graph perf --only compile scale``), which would take ``--quick``
-#: past its budget: compiling takes minutes on CPU; the scale rows' two builds and loaders about a minute at the quick
-#: size on 2 shared cores.
+#: Groups that run only when named in ``only`` (``gea-graph perf --only compile scale``): compiling, and the scale
+#: rows' two builds and loaders, would take ``--quick`` past its budget.
 OPT_IN_GROUPS = ("compile", "scale")
 
 
