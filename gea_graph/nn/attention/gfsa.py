@@ -88,9 +88,6 @@ class GFSA(DenseAttentionBase):
                 self.register_parameter(name, Parameter(t))
             else:
                 self.register_buffer(name, t)
-        #: From this many nodes on (and without attention dropout or stored weights), GFSA runs as
-        #: two fused SDPA passes instead of the explicit softmax path.
-        self.sdpa_min_nodes = 96
         # A fixed w0 == 0 needs no identity term at all (saves a pass over V).
         self._use_w0 = "w0" in learn or self.inits["w0"] != 0.0
 
@@ -124,25 +121,13 @@ class GFSA(DenseAttentionBase):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        N = q.size(2)
         c0, c1, c2 = self.polynomial()
-        no_drop = not (self.training and self.dropout > 0)
-        if no_drop and not need_weights and N >= self.sdpa_min_nodes:
-            # Large N: two fused SDPA passes (Y = A V, then A (c1 V + c2 Y)) never materialise
-            # the N x N matrix; cheaper than the explicit path once the flash kernel pays off.
-            cc1, cc2 = (c.to(v.dtype).view(1, -1, 1, 1) for c in (c1, c2))
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-            out = F.scaled_dot_product_attention(q, k, torch.addcmul(v * cc1, y, cc2),
-                                                 attn_mask=bias)
-            attn = None
-        else:
-            attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
-            # Dropout before the filter; the same dropped matrix serves both products (as the
-            # authors' Graphormer code, which squares the dropped-out matrix).
-            a = F.dropout(attn, self.dropout, self.training)
-            y = torch.matmul(a, v)  # \bar{A} V
-            out = torch.matmul(a, torch.addcmul(v * c1.to(v.dtype).view(1, -1, 1, 1), y,
-                                                c2.to(v.dtype).view(1, -1, 1, 1)))
+        attn = self._softmax_weights(q, k, bias)  # \bar{A}, [B, H, N, N]
+        # Dropout before the filter; the same dropped matrix serves both products (as the authors' Graphormer code,
+        # which squares the dropped-out matrix).
+        a = F.dropout(attn, self.dropout, self.training)
+        y = torch.matmul(a, v)  # \bar{A} V
+        out = torch.matmul(a, torch.addcmul(v * c1.to(v.dtype).view(1, -1, 1, 1), y, c2.to(v.dtype).view(1, -1, 1, 1)))
         if self._use_w0:
             out = out + v * c0.to(v.dtype).view(1, -1, 1, 1)
         return out, (attn if need_weights else None)
