@@ -593,8 +593,9 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>", name: str = 
     return build_dataclass(Recipe, raw, "", source)
 
 
-def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recipe:
-    r"""Reads a recipe by name or path and applies dotted overrides."""
+def read_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple[Path, dict[str, Any]]:
+    r"""The file of a recipe (by name or path) and its plain data with dotted overrides applied, not yet checked:
+    what :func:`load_recipe` builds a :class:`Recipe` from."""
     path = resolve_recipe(spec)
     try:
         text = path.read_text(encoding="utf-8")
@@ -603,7 +604,22 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
     raw = load_yaml(text, str(path)) or {}
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of sections")
-    apply_overrides(raw, overrides)
+    return path, apply_overrides(raw, overrides)
+
+
+def trainer_value(raw: dict[str, Any], key: str) -> Any:
+    r"""``trainer.<key>`` of a recipe's plain data (:func:`read_recipe`), else :class:`TrainerConfig`'s default: read
+    without building the recipe, whose checks import PyG and torchmetrics (``gea-graph bench --list-suites``)."""
+    trainer = raw.get("trainer") or {}
+    if key in trainer:
+        return trainer[key]
+    default = {f.name: f for f in dataclasses.fields(TrainerConfig)}[key]
+    return default.default_factory() if default.default is dataclasses.MISSING else default.default
+
+
+def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recipe:
+    r"""Reads a recipe by name or path and applies dotted overrides."""
+    path, raw = read_recipe(spec, overrides)
     recipe = recipe_from_dict(raw, str(path), path.stem)
     if not recipe.name:
         try:
