@@ -12,7 +12,7 @@ from gea_graph.lazy import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _WHERE = {
-    "HIGHER_IS_BETTER": "metrics", "LinkRanking": "metrics", "LinkTargets": "metrics",
+    "HIGHER_IS_BETTER": "recipe", "LinkRanking": "metrics", "LinkTargets": "metrics",
     "GraphTask": "module", "cosine_with_warmup": "module", "polynomial_with_warmup": "module",
     "DataConfig": "recipe", "OptimConfig": "recipe", "PaperConfig": "recipe", "Recipe": "recipe",
     "RecipeError": "recipe", "TrainerConfig": "recipe", "available_recipes": "recipe", "load_recipe": "recipe",

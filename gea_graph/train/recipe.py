@@ -27,6 +27,11 @@ RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
 #: Version of the recipe schema (the sections and keys below). A checkpoint records it: a change that makes old
 #: recipes mean something else, or fail to load, raises it.
 RECIPE_SCHEMA_VERSION = 1
+#: The metrics a recipe may give as ``trainer.metric`` -> True when higher is better
+#: (:func:`gea_graph.train.metrics.make_metric`).
+HIGHER_IS_BETTER = {"mae": False, "accuracy": True, "ap": True, "f1": True, "mrr": True}
+#: The losses a recipe may give as ``trainer.loss`` (:func:`gea_graph.train.metrics.loss_fn`).
+LOSSES = ("l1", "mse", "ce", "wce", "bce", "rank")
 #: Lightning's precision names a recipe may give (besides ``auto``).
 PRECISIONS = ("auto", "32-true", "32", "64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "16-true",
               "bf16-true", "transformer-engine")
@@ -315,8 +320,6 @@ class TrainerConfig:
             raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
         if self.precision not in PRECISIONS:
             raise ValueError(f"trainer.precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        from gea_graph.train.metrics import HIGHER_IS_BETTER, LOSSES
-
         checks.choice(self.loss, "trainer.loss", ("auto", *LOSSES))
         checks.choice(self.metric, "trainer.metric", ("auto", *HIGHER_IS_BETTER))
 
