@@ -612,7 +612,7 @@ def read_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple
 
 def trainer_value(raw: dict[str, Any], key: str) -> Any:
     r"""``trainer.<key>`` of a recipe's plain data (:func:`read_recipe`), else :class:`TrainerConfig`'s default: read
-    without building the recipe, whose checks import PyG and torchmetrics (``gea-graph bench --list-suites``)."""
+    without building the recipe, whose checks import torch and PyG (``gea-graph bench --list-suites``)."""
     trainer = raw.get("trainer") or {}
     if key in trainer:
         return trainer[key]
