@@ -13,13 +13,10 @@ Sub-packages (dependencies point one way, top to bottom):
 * :mod:`gea_graph.cli` -- the ``gea-graph`` command.
 """
 
+from gea_graph.lazy import lazy_exports
+
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    # gea_graph.load_model without importing the training stack at ``import gea_graph``.
-    if name == "load_model":
-        from gea_graph.inference import load_model
-
-        return load_model
-    raise AttributeError(f"module 'gea_graph' has no attribute {name!r}")
+# gea_graph.load_model without importing the training stack at ``import gea_graph``.
+__getattr__, __dir__ = lazy_exports(__name__, {"load_model": "inference"}, globals())

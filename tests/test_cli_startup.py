@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "torch_geometric", "lightning", "rdkit", "ogb")
+HEAVY = ("torch", "torch_geometric", "lightning", "pytorch_lightning", "rdkit", "ogb", "optuna", "matplotlib",
+         "torchmetrics", "sklearn")
 
 
 def loaded_by(*argv: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -33,12 +34,31 @@ def test_help_imports_no_heavy_library(argv):
     assert heavy == [], heavy
 
 
-def test_listing_suites_imports_no_lightning():
-    # its recipes are read and checked (with PyG's registries), but no trainer is built: Lightning stays out
+def test_listing_suites_imports_no_heavy_library():
+    # the sizes come from the recipes' YAML (the suite's overrides applied), not from built recipes
     proc, heavy = loaded_by("bench", "--list-suites")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "zinc-cpu-10min" in proc.stdout
-    assert "lightning" not in heavy, heavy
+    assert heavy == [], heavy
+
+
+def test_listing_datasets_imports_no_heavy_library(tmp_path):
+    # the dataset cards name their classes by path: no dataset module (PyG, RDKit, OGB) is imported to list them
+    proc, heavy = loaded_by("data", "list", "--root", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "peptides-func" in proc.stdout and "tree-r7" in proc.stdout
+    assert heavy == [], heavy
+
+
+@pytest.mark.parametrize("recipe", ["geaet-zinc-quick", "gcn-peptides-func"])
+def test_info_imports_torch_and_pyg_only(recipe):
+    # building the model needs torch and PyG's layers; no trainer, metric, dataset, plotting or search library. A
+    # recipe that reads OGB's atom features (peptides) imports OGB for its encoders, and nothing else more.
+    proc, heavy = loaded_by("info", recipe)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1].startswith("params: ")  # the guarded feature: the model is built and counted
+    ogb = ["ogb", "rdkit", "sklearn"] if "peptides" in recipe else []
+    assert heavy == sorted(["torch", "torch_geometric", *ogb]), heavy
 
 
 def test_the_suite_writes_its_data_under_pytest_temporary_folders(tmp_path_factory):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from gea_graph.train.recipe import Recipe, load_recipe, resolve_recipe
+from gea_graph.train.recipe import read_recipe, trainer_value
 
 
 @dataclass(frozen=True)
@@ -47,22 +48,22 @@ class Suite:
         ``trainer.max_epochs`` after the suite's overrides; a time-capped run may stop earlier)."""
         runs = epochs = 0
         for spec in self.recipes:
-            recipe = self.recipe_of(spec)
-            n = len(seeds if seeds is not None else self._seeds(recipe))
+            raw = self._read(spec)
+            n = len(seeds if seeds is not None else self._seeds(raw))
             runs += n
-            epochs += n * recipe.trainer.max_epochs
+            epochs += n * trainer_value(raw, "max_epochs")
         return runs, epochs
 
     def seeds_of(self, recipe: str) -> tuple[int, ...]:
         r"""The seeds the suite runs ``recipe`` with: the suite's, else the recipe's own ``trainer.seeds``."""
-        return self._seeds(self.recipe_of(recipe))
+        return self._seeds(self._read(recipe))
 
-    def _seeds(self, recipe: Recipe) -> tuple[int, ...]:
-        return self.seeds if self.seeds is not None else tuple(recipe.trainer.seeds)
+    def _seeds(self, raw: dict[str, Any]) -> tuple[int, ...]:
+        return self.seeds if self.seeds is not None else tuple(trainer_value(raw, "seeds"))
 
-    def recipe_of(self, recipe: str) -> Recipe:
-        r"""The :class:`~gea_graph.train.recipe.Recipe` the suite runs for ``recipe`` (its overrides applied)."""
-        return load_recipe(resolve_recipe(recipe), self.overrides_of(recipe))
+    def _read(self, recipe: str) -> dict[str, Any]:
+        # the recipe's plain data, the suite's overrides applied: a listing reads values without building recipes
+        return read_recipe(recipe, self.overrides_of(recipe))[1]
 
     def overrides_of(self, recipe: str) -> tuple[str, ...]:
         r"""The suite's overrides of ``recipe``: its own (:attr:`recipe_overrides`), then the suite's."""

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gea_graph.data.cards import PCQM4MV2_SPLITS
 from gea_graph.data.download import RawFile, check_gzip, fetch
 from gea_graph.data.molecules import _NUMPY_SAFE_GLOBALS, MoleculeSource, _MoleculeDataset
 from gea_graph.io import ensure_folder, extracted_zip, move_into
@@ -81,7 +82,7 @@ class PCQM4Mv2(_OGBLSCMolecules):
     """
 
     folder = "pcqm4m-v2"
-    splits = ("train", "val", "test-dev", "test-challenge")
+    splits = PCQM4MV2_SPLITS
     ogb_split_names: ClassVar[dict[str, str]] = {"train": "train", "val": "valid", "test-dev": "test-dev",
                                                  "test-challenge": "test-challenge"}
     archive = RawFile("pcqm4m-v2.zip", "http://ogb-stanford-dataset.s3.amazonaws.com/data/lsc/pcqm4m-v2.zip",

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gea_graph.data import safe_pickle
+from gea_graph.data.cards import PEPTIDES_STRUCT_TARGETS
 from gea_graph.data.download import RawFile, check_gzip
 from gea_graph.data.molecules import MoleculeSource, _MoleculeDataset
 
@@ -71,8 +72,7 @@ class PeptidesStructural(_Peptides):
     """
 
     folder = "peptides-struct"
-    target_names = ("Inertia_mass_a", "Inertia_mass_b", "Inertia_mass_c", "Inertia_valence_a", "Inertia_valence_b",
-                    "Inertia_valence_c", "length_a", "length_b", "length_c", "Spherocity", "Plane_best_fit")
+    target_names = PEPTIDES_STRUCT_TARGETS
     csv_file = RawFile("peptide_structure_normalized_dataset.csv.gz",
                        f"{LRGB_PEPTIDES}/0d4aalmq4b4e2nh/peptide_structure_normalized_dataset.csv.gz?dl=1",
                        "c240c1c15466b5c907c63e180fa8aa89", "peptides-struct")

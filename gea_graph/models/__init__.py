@@ -9,9 +9,7 @@ recipe does not import PyG.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from gea_graph.lazy import lazy_exports
 from gea_graph.models.config import FAMILIES, TASKS, GraphormerConfig, ModelConfig, PEConfig
 
 #: Public name -> the module of this package that defines it (imported on first use).
@@ -39,13 +37,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"gea_graph.models.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gea_graph.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())

@@ -1,67 +1,16 @@
 r"""Input encoders (node, edge, positional) and prediction heads shared by the model families."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from torch import Tensor
 from torch.nn import Dropout, Embedding, Linear, Module, ModuleList
 from torch_geometric.nn.resolver import activation_resolver
 
 from gea_graph.models.config import ModelConfig, PEConfig
+from gea_graph.models.embeddings import ColumnEmbedding
 from gea_graph.nn import LapPEEncoder, RWPEEncoder
-
-
-def summed_embeddings(x: Tensor, weights: Sequence[Tensor]) -> Tensor:
-    r""":math:`\sum_i \mathbf{W}_i[x_{:, i}]` for a long feature matrix ``x`` ``[N, F]`` and embedding tables
-    ``weights[i]`` ``[V_i, C]`` (the first ``F`` of them): ``[N, C]``, one look-up per column
-    (:func:`torch.nn.functional.embedding`), with the gradients of the tables."""
-    weights = list(weights)[:x.size(1)]
-    out = F.embedding(x[:, 0], weights[0])
-    for i in range(1, len(weights)):
-        out = out + F.embedding(x[:, i], weights[i])
-    return out
-
-
-class AtomFeatureEncoder(AtomEncoder):
-    r"""OGB's :class:`~ogb.graphproppred.mol_encoder.AtomEncoder` (a subclass: the same nine tables, initialisation
-    and state-dict keys), computed by :func:`summed_embeddings`: ``x [N, 9] -> [N, C]``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return summed_embeddings(x, [table.weight for table in self.atom_embedding_list])
-
-
-class BondFeatureEncoder(BondEncoder):
-    r"""OGB's :class:`~ogb.graphproppred.mol_encoder.BondEncoder` (a subclass: the same three tables, initialisation
-    and state-dict keys), computed by :func:`summed_embeddings`: ``[E, 3] -> [E, C]``."""
-
-    def forward(self, edge_attr: Tensor) -> Tensor:
-        return summed_embeddings(edge_attr, [table.weight for table in self.bond_embedding_list])
-
-
-class ColumnEmbedding(Module):
-    r"""One embedding table per column of a long feature matrix ``[N, F]``, summed: ``[N, F] -> [N, C]``
-    (TreeNeighbourMatch keys/values, other categorical features)."""
-
-    def __init__(self, columns: int, vocab: int, channels: int) -> None:
-        super().__init__()
-        self.columns, self.vocab, self.channels = columns, vocab, channels
-        self.tables = ModuleList([Embedding(vocab, channels) for _ in range(columns)])
-
-    def reset_parameters(self) -> None:
-        for table in self.tables:
-            table.reset_parameters()
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() == 1:  # one column given as a vector (no view with -1: it does not trace for 0-row batches)
-            x = x.unsqueeze(-1)
-        return summed_embeddings(x, [table.weight for table in self.tables])
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.columns}, vocab={self.vocab}, channels={self.channels})"
 
 
 class ConstantEdge(Module):
@@ -138,6 +87,8 @@ def _superpixel_encoder(dataset: str, kind: str, columns: int, channels: int) ->
 def node_encoder(cfg: ModelConfig, channels: int) -> Module:
     r"""The node encoder of ``cfg`` mapping ``x`` to ``channels`` features."""
     if cfg.node_encoder == "atom":
+        from gea_graph.models.ogb_encoders import AtomFeatureEncoder  # OGB (and scikit-learn) only where used
+
         return AtomFeatureEncoder(channels)
     if cfg.node_encoder == "embedding":
         if cfg.node_vocab <= 0:
@@ -151,6 +102,8 @@ def node_encoder(cfg: ModelConfig, channels: int) -> Module:
 def edge_encoder(cfg: ModelConfig, channels: int) -> Module | None:
     r"""The edge encoder of ``cfg`` (``None`` for ``edge_encoder: none``)."""
     if cfg.edge_encoder == "bond":
+        from gea_graph.models.ogb_encoders import BondFeatureEncoder
+
         return BondFeatureEncoder(channels)
     if cfg.edge_encoder == "embedding":
         if cfg.edge_vocab <= 0:

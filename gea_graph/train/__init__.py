@@ -8,12 +8,11 @@ Lightning.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gea_graph.lazy import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _WHERE = {
-    "HIGHER_IS_BETTER": "metrics", "LinkRanking": "metrics", "LinkTargets": "metrics",
+    "HIGHER_IS_BETTER": "recipe", "LinkRanking": "metrics", "LinkTargets": "metrics",
     "GraphTask": "module", "cosine_with_warmup": "module", "polynomial_with_warmup": "module",
     "DataConfig": "recipe", "OptimConfig": "recipe", "PaperConfig": "recipe", "Recipe": "recipe",
     "RecipeError": "recipe", "TrainerConfig": "recipe", "available_recipes": "recipe", "load_recipe": "recipe",
@@ -53,13 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"gea_graph.train.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gea_graph.train' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())

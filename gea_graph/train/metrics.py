@@ -11,9 +11,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from gea_graph.models import ModelConfig
-
-#: metric name -> True when higher is better
-HIGHER_IS_BETTER = {"mae": False, "accuracy": True, "ap": True, "f1": True, "mrr": True}
+from gea_graph.train.recipe import HIGHER_IS_BETTER, LOSSES
 
 _AUTO_LOSS = {"graph_regression": "l1", "graph_classification": "ce", "graph_multilabel": "bce",
               "node_classification": "ce", "target_node": "ce", "link_ranking": "rank"}
@@ -144,10 +142,6 @@ def metric_values(name: str, value: Tensor | dict[str, Tensor]) -> tuple[float, 
     if isinstance(value, dict):
         return float(value[name]), {key: float(v) for key, v in value.items() if key != name}
     return float(value), {}
-
-
-#: loss names a recipe may give as ``trainer.loss``
-LOSSES = ("l1", "mse", "ce", "wce", "bce", "rank")
 
 
 def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None) -> Tensor:

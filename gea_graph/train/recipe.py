@@ -27,6 +27,11 @@ RECIPE_DIR_ENV = "GEA_GRAPH_RECIPES"
 #: Version of the recipe schema (the sections and keys below). A checkpoint records it: a change that makes old
 #: recipes mean something else, or fail to load, raises it.
 RECIPE_SCHEMA_VERSION = 1
+#: The metrics a recipe may give as ``trainer.metric`` -> True when higher is better
+#: (:func:`gea_graph.train.metrics.make_metric`).
+HIGHER_IS_BETTER = {"mae": False, "accuracy": True, "ap": True, "f1": True, "mrr": True}
+#: The losses a recipe may give as ``trainer.loss`` (:func:`gea_graph.train.metrics.loss_fn`).
+LOSSES = ("l1", "mse", "ce", "wce", "bce", "rank")
 #: Lightning's precision names a recipe may give (besides ``auto``).
 PRECISIONS = ("auto", "32-true", "32", "64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "16-true",
               "bf16-true", "transformer-engine")
@@ -315,8 +320,6 @@ class TrainerConfig:
             raise ValueError("trainer.seeds: [] is not allowed; give at least one seed")
         if self.precision not in PRECISIONS:
             raise ValueError(f"trainer.precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        from gea_graph.train.metrics import HIGHER_IS_BETTER, LOSSES
-
         checks.choice(self.loss, "trainer.loss", ("auto", *LOSSES))
         checks.choice(self.metric, "trainer.metric", ("auto", *HIGHER_IS_BETTER))
 
@@ -593,8 +596,9 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>", name: str = 
     return build_dataclass(Recipe, raw, "", source)
 
 
-def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recipe:
-    r"""Reads a recipe by name or path and applies dotted overrides."""
+def read_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple[Path, dict[str, Any]]:
+    r"""The file of a recipe (by name or path) and its plain data with dotted overrides applied, not yet checked:
+    what :func:`load_recipe` builds a :class:`Recipe` from."""
     path = resolve_recipe(spec)
     try:
         text = path.read_text(encoding="utf-8")
@@ -603,7 +607,22 @@ def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recip
     raw = load_yaml(text, str(path)) or {}
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of sections")
-    apply_overrides(raw, overrides)
+    return path, apply_overrides(raw, overrides)
+
+
+def trainer_value(raw: dict[str, Any], key: str) -> Any:
+    r"""``trainer.<key>`` of a recipe's plain data (:func:`read_recipe`), else :class:`TrainerConfig`'s default: read
+    without building the recipe, whose checks import torch and PyG (``gea-graph bench --list-suites``)."""
+    trainer = raw.get("trainer") or {}
+    if key in trainer:
+        return trainer[key]
+    default = {f.name: f for f in dataclasses.fields(TrainerConfig)}[key]
+    return default.default_factory() if default.default is dataclasses.MISSING else default.default
+
+
+def load_recipe(spec: str | os.PathLike, overrides: Sequence[str] = ()) -> Recipe:
+    r"""Reads a recipe by name or path and applies dotted overrides."""
+    path, raw = read_recipe(spec, overrides)
     recipe = recipe_from_dict(raw, str(path), path.stem)
     if not recipe.name:
         try:

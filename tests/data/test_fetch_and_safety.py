@@ -217,7 +217,8 @@ class Identity:
 
 def test_interrupted_build_leaves_no_cache_and_is_redone(tmp_path, data_root):
     path = tmp_path / "m.csv"
-    pd.DataFrame({"smi": ["CCO", "CCN", "CCC", "CCCl"] * 3, "t": np.arange(12.0)}).to_csv(path, index=False)
+    smiles = [f"{'C' * (i + 1)}{end}" for i in range(3) for end in ("O", "N", "C", "Cl")]  # 12 molecules, no repeats
+    pd.DataFrame({"smi": smiles, "t": np.arange(12.0)}).to_csv(path, index=False)
     with pytest.raises(Boom):
         MoleculeCSV(data_root, path, "smi", "t", pre_transform=FailAfter(5))
     leftovers = [p for p in data_root.rglob("*") if p.is_file()]
@@ -228,8 +229,8 @@ def test_interrupted_build_leaves_no_cache_and_is_redone(tmp_path, data_root):
 
 def test_caches_are_keyed_by_pe_config(tmp_path, data_root):
     path = tmp_path / "m.csv"
-    pd.DataFrame({"smi": ["CCO", "CCN", "CCC", "CCCl", "c1ccccc1"] * 2, "t": np.arange(10.0)}).to_csv(path,
-                                                                                                     index=False)
+    smiles = ["CCO", "CCN", "CCC", "CCCl", "c1ccccc1", "CCCO", "CCCN", "CCCC", "CCCCl", "Cc1ccccc1"]  # no repeats
+    pd.DataFrame({"smi": smiles, "t": np.arange(10.0)}).to_csv(path, index=False)
     plain = MoleculeCSV(data_root, path, "smi", "t")
     lap = MoleculeCSV(data_root, path, "smi", "t", pe="lap:2")
     lap3 = MoleculeCSV(data_root, path, "smi", "t", pe="lap:3")

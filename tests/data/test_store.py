@@ -451,7 +451,7 @@ def test_subsets_of_a_dataset_batch_through_their_indices(tmp_path):
     from gea_graph.data import MoleculeCSV
 
     csv = tmp_path / "m.csv"
-    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i % 5 + 1)}O,{i}\n" for i in range(40)))
+    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i + 1)}O,{i}\n" for i in range(40)))
     ds = MoleculeCSV(tmp_path, csv, "smiles", "t", split="train", pe="spd:4")
     sub = ds[torch.tensor([5, 3, 20, 7])][1:3]
     assert_same_batch(sub.batch([1, 0]), Batch.from_data_list([ds[20], ds[3]]))
@@ -476,7 +476,7 @@ def test_default_chunks_give_every_worker_several_and_the_same_store(tmp_path, m
     assert chunk_rows_for(15_535, 10_000) == 3884
 
     csv = tmp_path / "m.csv"
-    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i % 7 + 1)}N{'C' * (i % 3)}O,{i}\n" for i in range(90)))
+    csv.write_text("smiles,t\n" + "".join(f"{'C' * (i % 7 + 1)}N{'C' * (i // 7)}O,{i}\n" for i in range(90)))
     builds = []
     original = molecules_module.build_store
     monkeypatch.setattr(molecules_module, "build_store",

@@ -4,12 +4,8 @@ import torch
 from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 
-from gea_graph.models.encoders import (
-    AtomFeatureEncoder,
-    BondFeatureEncoder,
-    ColumnEmbedding,
-    summed_embeddings,
-)
+from gea_graph.models.embeddings import ColumnEmbedding, summed_embeddings
+from gea_graph.models.ogb_encoders import AtomFeatureEncoder, BondFeatureEncoder
 
 
 def _features(n: int, dims: list[int], seed: int = 0) -> torch.Tensor:
