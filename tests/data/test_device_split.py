@@ -11,6 +11,8 @@ from torch_geometric.data import Batch, Data
 
 from gea_graph.data import MoleculeCSV, TreeNeighbourMatch
 from gea_graph.data.device import DeviceLoader, DeviceSplit, fits_on_device, host_ptr
+from gea_graph.models.networks import host_sizes
+from gea_graph.train import fixed_size
 from gea_graph.train.data import make_loader
 from gea_graph.transforms import ShortestPathDistance
 
@@ -121,3 +123,40 @@ def test_auto_needs_a_gpu_and_a_share_of_its_free_memory(monkeypatch):
     assert fits_on_device(249, torch.device("cuda"))
     assert not fits_on_device(250, torch.device("cuda"))
     assert np.isclose(fits_on_device.__defaults__[0], 0.25)
+
+
+@pytest.mark.parametrize("name", ["molecules with LapPE", "trees with LapPE", "graph list"])
+def test_device_batches_pad_to_the_host_path_s_fixed_size_batches(splits, name):
+    dataset = splits[name]
+    shapes = fixed_size.plan_shapes(*fixed_size.graph_sizes(dataset), batch_size=5)
+    kinds = fixed_size.field_kinds(next(iter(make_loader(dataset, len(dataset)))))
+    loader = make_loader(dataset, 5, shuffle_seed=1, resident=DeviceSplit(dataset))
+    for got, want in zip(loader, make_loader(dataset, 5, shuffle_seed=1), strict=True):
+        assert fixed_size.field_kinds(got) == fixed_size.field_kinds(want)
+        shape = fixed_size.choose_shape(shapes, got)
+        assert shape == fixed_size.choose_shape(shapes, want)
+        padded, reference = fixed_size.pad_batch(got, shape, kinds), fixed_size.pad_batch(want, shape, kinds)
+        assert_same_batch(padded, reference)  # the masks, the padding graphs' batch rows and ptr too
+        assert padded._store._num_nodes == reference._store._num_nodes
+        assert host_sizes(padded, host_ptr(padded))["node_counts"].tolist() == \
+            host_sizes(reference)["node_counts"].tolist()
+
+
+@pytest.mark.parametrize("name", ["molecules with LapPE", "trees with LapPE", "graph list"])
+def test_gathering_and_padding_read_nothing_from_the_device(splits, name):
+    # On the meta device a tensor has a shape but no values: reading one on the host (.item(), .tolist(), an output
+    # size taken from the data) raises. The batch's sizes and records come from the host offsets alone.
+    dataset = splits[name]
+    shapes = fixed_size.plan_shapes(*fixed_size.graph_sizes(dataset), batch_size=4)
+    kinds = fixed_size.field_kinds(next(iter(make_loader(dataset, len(dataset)))))
+    loader = make_loader(dataset, 4, shuffle_seed=2, resident=DeviceSplit(dataset, "meta"))
+    for got, want in zip(loader, make_loader(dataset, 4, shuffle_seed=2), strict=True):
+        assert got.x.device.type == "meta" and got.ptr.device.type == "meta"
+        padded = fixed_size.pad_batch(got, fixed_size.choose_shape(shapes, want), kinds)
+        reference = fixed_size.pad_batch(want, fixed_size.choose_shape(shapes, want), kinds)
+        assert padded.node_mask.device.type == "meta" and torch.equal(host_ptr(padded), reference.ptr)
+        for key in reference.keys():  # noqa: SIM118 (iterating a Data yields pairs)
+            if torch.is_tensor(reference[key]):
+                assert padded[key].shape == reference[key].shape and padded[key].dtype == reference[key].dtype, key
+        for key in reference._slice_dict:
+            assert torch.equal(padded._slice_dict[key], reference._slice_dict[key]), key
