@@ -213,6 +213,18 @@ class DeviceSplit:
                 f"{self.nbytes / 2**20:.1f} MiB on {self.device})")
 
 
+def estimated_nbytes(dataset: Any, sample: int = 256) -> int:
+    r"""The bytes a :class:`DeviceSplit` of :obj:`dataset` would take, estimated from a collation of its first
+    :obj:`sample` graphs: ``auto`` never collates a whole split that is too large to keep."""
+    k = min(len(dataset), sample)
+    if k == 0:
+        return 0
+    first = dataset.batch(range(k)) if callable(getattr(dataset, "batch", None)) else \
+        Batch.from_data_list([dataset[i] for i in range(k)])
+    nbytes = sum(v.numel() * v.element_size() for v in first.to_dict().values() if isinstance(v, Tensor))
+    return nbytes * len(dataset) // k
+
+
 def fits_on_device(split_bytes: int, device: torch.device, share: float = ON_DEVICE_SHARE) -> bool:
     r"""Whether a split of :obj:`split_bytes` bytes takes under :obj:`share` of :obj:`device`'s free memory
     (``torch.cuda.mem_get_info``); never on a CPU, where the host loader is the reference."""

@@ -223,11 +223,12 @@ def resident_splits(splits: dict[str, Dataset], setting: bool | str,
     :data:`~gea_graph.data.device.ON_DEVICE_SHARE` of the free device memory and can be stored (no random
     ``transform``); never on a CPU. ``true``: every split, on any device (an error where one cannot be stored).
     A dataset serving several splits (validation = test) is stored once."""
-    from gea_graph.data.device import DeviceSplit, fits_on_device
+    from gea_graph.data.device import DeviceSplit, estimated_nbytes, fits_on_device
 
     stored: dict[int, DeviceSplit | None] = {}
     for dataset in splits.values():
-        if id(dataset) in stored or setting is False or (setting == "auto" and device.type != "cuda"):
+        if id(dataset) in stored or setting is False or (setting == "auto" and (
+                device.type != "cuda" or not fits_on_device(estimated_nbytes(dataset), device))):
             stored.setdefault(id(dataset), None)
             continue
         try:

@@ -42,6 +42,17 @@ def test_auto_keeps_the_splits_on_the_host_of_a_cpu():
     assert [len(stored[s]) for s in splits] == [len(splits[s]) for s in splits]
 
 
+def test_auto_keeps_a_split_too_large_for_the_free_gpu_memory_on_the_host(monkeypatch):
+    from gea_graph.data.device import DeviceSplit, estimated_nbytes
+
+    splits = load_datasets(recipe_from_dict(json.loads(json.dumps(FAKE)), name="fake").data)
+    exact = DeviceSplit(splits["train"]).nbytes
+    assert 0.5 * exact < estimated_nbytes(splits["train"]) < 2 * exact  # from the first graphs, without the split
+    least = min(estimated_nbytes(split) for split in splits.values())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * least, 8 * least))  # 25% < any split
+    assert resident_splits(splits, "auto", torch.device("cuda")) == dict.fromkeys(splits)
+
+
 @pytest.mark.parametrize("value", ["sometimes", "2", "[true]", "0.25"])
 def test_a_bad_value_is_refused_in_one_line_naming_the_key(value):
     with pytest.raises(RecipeError) as err:
