@@ -41,6 +41,7 @@ from torch_geometric.data import Dataset
 
 from gea_graph.data.base import CachedDataset, CacheError, atomic_torch_save, cache_key, load_cache
 from gea_graph.data.config import PathLike, data_root, mirror_root
+from gea_graph.data.device import DeviceLoader, DeviceSplit
 from gea_graph.data.download import RawFile, RawFileError, check_gzip, fetch, md5sum
 from gea_graph.data.featurizer import Featurizer, FeaturizerError
 from gea_graph.data.featurizers import FEATURE_WIDTHS, InvalidSmilesError, SizeBounds, UnknownAtomTypeError
@@ -178,6 +179,8 @@ __all__ = [
     "CacheError",
     "CachedDataset",
     "DatasetInfo",
+    "DeviceLoader",
+    "DeviceSplit",
     "Featurizer",
     "FeaturizerError",
     "GraphLoader",
