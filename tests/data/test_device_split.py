@@ -70,7 +70,14 @@ def splits(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("name", ["molecules with LapPE", "trees with LapPE", "graph list"])
 def test_device_batches_equal_the_host_loader_batches(splits, name):
-    dataset = splits[name]
+    check_loader_batches(splits[name])
+
+
+def test_real_zinc_with_lappe_batches_on_the_device_equal_the_host_loader_batches(zinc):
+    check_loader_batches(zinc["val"][:200])
+
+
+def check_loader_batches(dataset) -> None:
     stored = DeviceSplit(dataset)
     for batch_size, seed in ((5, 0), (1, 3), (len(dataset), 7)):
         reference = make_loader(dataset, batch_size, shuffle_seed=seed)
