@@ -503,6 +503,51 @@ def check_loader(ctx: Context) -> str:
     return f"{len(ours)} batches from 2 workers equal PyG's (pinning needs a GPU: not checked on a CPU)"
 
 
+@register_check("data on the device")
+def check_data_on_device(ctx: Context) -> str:
+    r"""Batches gathered from a split kept on the device (:class:`~gea_graph.data.DeviceSplit`, ``data.on_device``)
+    equal the host loader's moved there, field by field, unpadded and padded to fixed shapes; on a GPU, gathering
+    and padding make no host sync (``torch.cuda.set_sync_debug_mode("error")``)."""
+    import numpy as np
+
+    from gea_graph.data import DeviceSplit
+    from gea_graph.data.device import host_ptr
+    from gea_graph.train import fixed_size, load_recipe
+    from gea_graph.train.data import EpochSampler, load_datasets, make_loader
+
+    path, _ = molecule_recipe(ctx)
+    train = load_datasets(load_recipe(path).data)["train"]
+    split = DeviceSplit(train, ctx.device)
+    shapes = fixed_size.plan_shapes(*fixed_size.graph_sizes(train), batch_size=8)
+    kinds = fixed_size.field_kinds(train.batch(range(len(train))))
+    order = np.fromiter(EpochSampler(train, seed=0), dtype=np.int64)
+    on_device = torch.from_numpy(order).to(ctx.device)  # once an epoch, as DeviceLoader does
+    batches = 0
+    for start, want in zip(range(0, len(order), 8), make_loader(train, 8, shuffle_seed=0)):
+        index = order[start:start + 8]
+        shape = fixed_size.choose_shape(shapes, want)
+        sync_mode = torch.cuda.get_sync_debug_mode() if ctx.cuda else 0
+        if ctx.cuda:
+            torch.cuda.set_sync_debug_mode("error")  # a host sync in gathering or padding raises
+        try:
+            got = split.batch(index, on_device[start:start + 8])
+            padded = fixed_size.pad_batch(got, shape, kinds)
+        finally:
+            if ctx.cuda:
+                torch.cuda.set_sync_debug_mode(sync_mode)
+        for a, b in ((got, want), (padded, fixed_size.pad_batch(want, shape, kinds))):
+            assert sorted(a.keys()) == sorted(b.keys()), "the device batch has other fields"
+            for key in b.keys():  # noqa: SIM118 (iterating a Data yields pairs)
+                if isinstance(b[key], torch.Tensor):
+                    assert a[key].device.type == ctx.device.type, f"field {key} is not on the device"
+                    torch.testing.assert_close(a[key].cpu(), b[key], rtol=0, atol=0, equal_nan=True,
+                                               msg=f"field {key} differs from the host loader's")
+            assert torch.equal(host_ptr(a), b.ptr), "the host-side node offsets differ"
+        batches += 1
+    where = "no host sync in gathering or padding" if ctx.cuda else "host syncs are checked on a GPU only"
+    return f"{batches} batches ({split.nbytes / 2**10:.0f} KiB split) equal the host loader's, padded too; {where}"
+
+
 @register_check("bf16 autocast vs fp32")
 def check_bf16(ctx: Context) -> str:
     r"""The outputs of a model under ``torch.autocast(dtype=torch.bfloat16)`` are within 5% (relative L2 norm) of

@@ -257,11 +257,12 @@ def attention_plan(batch, num_nodes: int, max_num_nodes: int | None = None,
     return AttentionPlan(batch_ptr(batch), num_nodes, max_num_nodes, node_counts, batch=batch.batch)
 
 
-def host_sizes(batch) -> dict[str, object]:
+def host_sizes(batch, ptr: Tensor | None = None) -> dict[str, object]:
     r"""``{"max_num_nodes": int, "node_counts": numpy array}`` of a batch whose ``ptr`` (or batch vector) is on the
-    CPU: what :meth:`GraphModel.forward` takes to run without host syncs. Compute it before the batch moves to the
-    device (the training loop does, in ``on_before_batch_transfer``)."""
-    ptr = batch_ptr(batch)
+    CPU, or from its node offsets :obj:`ptr` kept on the host: what :meth:`GraphModel.forward` takes to run without
+    host syncs. Compute it before the batch moves to the device (the training loop does, in
+    ``on_before_batch_transfer``)."""
+    ptr = batch_ptr(batch) if ptr is None else ptr
     if ptr.device.type != "cpu":
         raise ValueError("host_sizes: the batch is already on the device; compute the sizes before moving it")
     counts = (ptr[1:] - ptr[:-1]).numpy()

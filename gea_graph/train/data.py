@@ -4,7 +4,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pickle
-from collections.abc import Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
+from typing import TYPE_CHECKING
 
 import torch
 import torch_geometric.data
@@ -12,6 +13,11 @@ from torch.utils.data import BatchSampler, Dataset, Sampler, SequentialSampler
 from torch_geometric.loader import DataLoader
 
 from gea_graph.train.recipe import DataConfig, Recipe, RecipeError
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Batch
+
+    from gea_graph.data.device import DeviceSplit
 
 SPLITS = ("train", "val", "test")
 
@@ -210,16 +216,47 @@ class ShardedBatchSampler(BatchSampler):
         return len(self.bounds(len(self.sampler), (self.world or process_world())[1]))
 
 
+def resident_splits(splits: dict[str, Dataset], setting: bool | str,
+                    device: torch.device) -> dict[str, DeviceSplit | None]:
+    r"""The splits that ``data.on_device`` keeps on :obj:`device` (a :class:`~gea_graph.data.device.DeviceSplit`
+    each; ``None`` for a split loaded on the host). ``auto``: on a GPU, each split that takes under
+    :data:`~gea_graph.data.device.ON_DEVICE_SHARE` of the free device memory and can be stored (no random
+    ``transform``); never on a CPU. ``true``: every split, on any device (an error where one cannot be stored).
+    A dataset serving several splits (validation = test) is stored once."""
+    from gea_graph.data.device import DeviceSplit, estimated_nbytes, fits_on_device
+
+    stored: dict[int, DeviceSplit | None] = {}
+    for dataset in splits.values():
+        if id(dataset) in stored or setting is False or (setting == "auto" and (
+                device.type != "cuda" or not fits_on_device(estimated_nbytes(dataset), device))):
+            stored.setdefault(id(dataset), None)
+            continue
+        try:
+            split = DeviceSplit(dataset)  # on the host first: its size decides `auto`
+        except (TypeError, ValueError):
+            if setting is True:
+                raise
+            stored[id(dataset)] = None
+            continue
+        fits = setting is True or fits_on_device(split.nbytes, device)
+        stored[id(dataset)] = split.to(device) if fits else None
+    return {name: stored[id(dataset)] for name, dataset in splits.items()}
+
+
 def make_loader(dataset: Dataset, batch_size: int, shuffle_seed: int | None = None, num_workers: int = 0,
-                pin_memory: bool = False) -> torch.utils.data.DataLoader:
+                pin_memory: bool = False, resident: DeviceSplit | None = None) -> Iterable[Batch]:
     r"""A :class:`~gea_graph.data.GraphLoader` for our datasets (whole batches gathered from the store), else a PyG
-    :class:`~torch_geometric.loader.DataLoader` (lists, third-party datasets); the same batches either way.
-    ``batch_size`` is the global batch: in a distributed run each process loads its share of every batch
-    (:class:`ShardedBatchSampler`). Training loaders (``shuffle_seed`` given) use :class:`EpochSampler`, evaluation
-    loaders the split's order."""
+    :class:`~torch_geometric.loader.DataLoader` (lists, third-party datasets), or with :obj:`resident` (the split
+    kept on the device, :func:`resident_splits`) a :class:`~gea_graph.data.device.DeviceLoader` gathering there; the
+    same batches every way. ``batch_size`` is the global batch: in a distributed run each process loads its share
+    of every batch (:class:`ShardedBatchSampler`). Training loaders (``shuffle_seed`` given) use
+    :class:`EpochSampler`, evaluation loaders the split's order."""
     from gea_graph.data import GraphLoader
+    from gea_graph.data.device import DeviceLoader
 
     order = EpochSampler(dataset, shuffle_seed) if shuffle_seed is not None else SequentialSampler(dataset)
+    if resident is not None:
+        return DeviceLoader(resident, ShardedBatchSampler(order, batch_size), dataset)
     cls = GraphLoader if callable(getattr(dataset, "batch", None)) else DataLoader
     return cls(dataset, batch_sampler=ShardedBatchSampler(order, batch_size), num_workers=num_workers,
                pin_memory=pin_memory, persistent_workers=num_workers > 0)

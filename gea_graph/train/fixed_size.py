@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch
 
+from gea_graph.data.device import HOST_PTR, host_ptr
 from gea_graph.nn.norm import padding_rows
 
 #: Tasks whose batches can be padded (link ranking draws its candidates from the real graphs' nodes per pair).
@@ -148,10 +149,19 @@ def plan_shapes(nodes: np.ndarray, edges: np.ndarray, batch_size: int, quantiles
     return sorted(shapes)
 
 
+def _ptr(batch: Batch) -> Tensor:
+    ptr = host_ptr(batch)
+    if ptr is None:
+        raise ValueError("fixed-size batches: the batch's node offsets (ptr) are not on the host; pad a batch before "
+                         "it moves to the device, or gather it with a DeviceSplit")
+    return ptr
+
+
 def batch_sizes(batch: Batch) -> tuple[int, int, int, int]:
-    r"""``(graphs, nodes, edges, largest graph)`` of a batch on the CPU."""
-    counts = batch.ptr.diff()
-    return batch.num_graphs, batch.num_nodes, batch.edge_index.size(1), int(counts.max()) if counts.numel() else 0
+    r"""``(graphs, nodes, edges, largest graph)`` of a batch on the CPU or gathered on its device by a
+    :class:`~gea_graph.data.device.DeviceSplit` (read from its host-side offsets: no read from the device)."""
+    counts = _ptr(batch).diff()
+    return batch.num_graphs, int(counts.sum()), batch.edge_index.size(1), int(counts.max()) if counts.numel() else 0
 
 
 def choose_shape(shapes: Sequence[FixedShape], batch: Batch) -> FixedShape:
@@ -167,12 +177,12 @@ def choose_shape(shapes: Sequence[FixedShape], batch: Batch) -> FixedShape:
 def _kind(batch: Batch, key: str) -> str:
     # The level of a field from its slices: per node, per edge, per graph, or another count (e.g. Graphormer's
     # node pairs), which a padding graph does not have. Keys named edge_* are edges where counts coincide.
-    slices = batch._slice_dict[key]
-    node, edge = batch._slice_dict.get("x", batch.ptr), batch._slice_dict["edge_index"]
+    slices, ptr = batch._slice_dict[key], _ptr(batch)
+    node, edge = batch._slice_dict.get("x", ptr), batch._slice_dict["edge_index"]
     candidates = []
     if torch.equal(slices, edge):
         candidates.append("edge")
-    if torch.equal(slices, batch.ptr) or torch.equal(slices, node):
+    if torch.equal(slices, ptr) or torch.equal(slices, node):
         candidates.append("node")
     if torch.equal(slices, torch.arange(batch.num_graphs + 1)):
         candidates.append("graph")
@@ -192,8 +202,10 @@ def field_kinds(batch: Batch) -> dict[str, str]:
 
 
 def pad_batch(batch: Batch, shape: FixedShape, kinds: dict[str, str] | None = None) -> Batch:
-    r"""``batch`` (on the CPU) padded to ``shape`` with padding graphs after its graphs, and the masks
-    ``node_mask [N]``, ``edge_mask [E]``, ``graph_mask [G]`` (``True`` on real rows).
+    r"""``batch`` padded to ``shape`` with padding graphs after its graphs, and the masks ``node_mask [N]``,
+    ``edge_mask [E]``, ``graph_mask [G]`` (``True`` on real rows). ``batch`` is on the CPU, or on its device as a
+    :class:`~gea_graph.data.device.DeviceSplit` gathers it: the padding is then made there, from sizes known on the
+    host (no read from the device), and the slice and increment records stay on the host.
 
     Padding graphs have isolated nodes (``max_nodes`` each, the last one the rest) with every node and edge field
     zero, and the padding edges are self-loops on their nodes in turn. Fields of another level (node pairs) get no
@@ -205,17 +217,14 @@ def pad_batch(batch: Batch, shape: FixedShape, kinds: dict[str, str] | None = No
         raise ValueError(f"pad_batch: a batch of {b} graphs, {n} nodes, {e} edges (largest {largest}) does not pad "
                          f"to {shape}")
     pad_graphs, pad_nodes, pad_edges = shape.graphs - b, shape.nodes - n, shape.edges - e
-    # padding graphs of max_nodes nodes, then one with the rest, then single nodes (each graph has at least one)
-    counts = torch.ones(pad_graphs, dtype=torch.long)
-    spare = pad_nodes - pad_graphs
-    full = min(spare // (shape.max_nodes - 1), pad_graphs) if shape.max_nodes > 1 else 0
-    counts[:full] = shape.max_nodes
-    if full < pad_graphs:
-        counts[full] += spare - full * (shape.max_nodes - 1)
-    loops = n + torch.arange(pad_edges, dtype=torch.long) % pad_nodes
+    device = batch.batch.device
+    counts = _padding_counts(pad_graphs, pad_nodes, shape.max_nodes, torch.device("cpu"))  # the host records
+    counts_d = counts if device.type == "cpu" else _padding_counts(pad_graphs, pad_nodes, shape.max_nodes, device)
+    loops = n + torch.arange(pad_edges, dtype=torch.long, device=device) % pad_nodes
     starts = n + torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])  # first node of each padding graph
+    starts_d = n + torch.cat([counts_d.new_zeros(1), counts_d.cumsum(0)[:-1]])
     out = batch.clone()
-    graph_rows = torch.arange(b, shape.graphs).repeat_interleave(counts)
+    graph_rows = torch.arange(b, shape.graphs, device=device).repeat_interleave(counts_d, output_size=pad_nodes)
     for key, kind in kinds.items():
         value = batch[key]
         if not isinstance(value, Tensor):
@@ -229,7 +238,7 @@ def pad_batch(batch: Batch, shape: FixedShape, kinds: dict[str, str] | None = No
         shape_of[dim] = extra
         padded = torch.cat([value, value.new_zeros(shape_of)], dim=dim)
         if key == "target_mask":  # one flagged node per graph (TreeNeighbourMatch): a padding graph's first node
-            padded[starts] = True
+            padded[starts_d] = True
         out[key] = padded
         slices = batch._slice_dict[key]
         per_graph = {"node": counts, "edge": _edge_counts(pad_edges, pad_graphs, counts),
@@ -242,21 +251,36 @@ def pad_batch(batch: Batch, shape: FixedShape, kinds: dict[str, str] | None = No
                                                + _edge_counts(pad_edges, pad_graphs, counts).cumsum(0)])
     out._inc_dict["edge_index"] = torch.cat([batch._inc_dict["edge_index"], starts])
     out.batch = torch.cat([batch.batch, graph_rows])
-    out.ptr = torch.cat([batch.ptr, n + counts.cumsum(0)])
+    out.ptr = torch.cat([batch.ptr, n + counts_d.cumsum(0)])
+    ptr = torch.cat([_ptr(batch), n + counts.cumsum(0)])
+    if HOST_PTR in out.__dict__:  # a batch gathered on its device keeps its offsets on the host (not stale ones)
+        out.__dict__[HOST_PTR] = ptr
     out._num_graphs = shape.graphs
     if hasattr(batch._store, "_num_nodes"):  # the per-graph node counts Batch.to_data_list reads
         out._store._num_nodes = list(batch._store._num_nodes) + counts.tolist()
     if "num_nodes" in batch:
         out.num_nodes = shape.nodes
-    out.node_mask = torch.arange(shape.nodes) < n
-    out.edge_mask = torch.arange(shape.edges) < e
-    out.graph_mask = torch.arange(shape.graphs) < b
+    out.node_mask = torch.arange(shape.nodes, device=device) < n
+    out.edge_mask = torch.arange(shape.edges, device=device) < e
+    out.graph_mask = torch.arange(shape.graphs, device=device) < b
     # slices of the masks too, so that the padded batch still splits into graphs (Batch.to_data_list)
-    for key, slices in (("node_mask", out.ptr), ("edge_mask", out._slice_dict["edge_index"]),
+    for key, slices in (("node_mask", ptr), ("edge_mask", out._slice_dict["edge_index"]),
                         ("graph_mask", torch.arange(shape.graphs + 1))):
         out._slice_dict[key] = slices
         out._inc_dict[key] = torch.zeros(shape.graphs, dtype=torch.long)
     return out
+
+
+def _padding_counts(pad_graphs: int, pad_nodes: int, max_nodes: int, device: torch.device) -> Tensor:
+    # The nodes of each padding graph: max_nodes each, then one with the rest, then single nodes (each graph has at
+    # least one). Made from host integers on `device` (scalar fills: nothing is copied or read back).
+    counts = torch.ones(pad_graphs, dtype=torch.long, device=device)
+    spare = pad_nodes - pad_graphs
+    full = min(spare // (max_nodes - 1), pad_graphs) if max_nodes > 1 else 0
+    counts[:full] = max_nodes
+    if full < pad_graphs:
+        counts[full] += spare - full * (max_nodes - 1)
+    return counts
 
 
 def _edge_counts(pad_edges: int, pad_graphs: int, counts: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from torch import Tensor
 from torch_geometric.data import Batch
 from torch_geometric.data.data import BaseData
 
+from gea_graph.data.device import host_ptr
 from gea_graph.models import build_model, count_parameters
 from gea_graph.models.networks import GraphModel, host_sizes
 from gea_graph.nn.compiling import DynamicCompiled
@@ -241,19 +242,19 @@ class GraphTask(L.LightningModule):
         return self._shapes[key]
 
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        # The batch is still where the loader made it (the CPU): it is padded and its sizes are read here, not on
-        # the device.
-        ptr = getattr(batch, "ptr", None)
-        if not (ptr is not None and ptr.device.type == "cpu"):
+        # The batch is still where the loader made it (the CPU, or the device for a split kept there, whose node
+        # offsets are also on the host): it is padded and its sizes are read here, from the host.
+        ptr = host_ptr(batch)
+        if ptr is None:
             return batch
         if self.fixed_size and not fixed_size.is_padded(batch):
             shapes, kinds = self._loader_shapes(dataloader_idx)
             shape = fixed_size.choose_shape(shapes, batch)
             batch = fixed_size.pad_batch(batch, shape, kinds)
             if isinstance(self.model, GraphModel):
-                batch.__dict__[_HOST_SIZES] = {**host_sizes(batch), "max_num_nodes": shape.max_nodes}
+                batch.__dict__[_HOST_SIZES] = {**host_sizes(batch, host_ptr(batch)), "max_num_nodes": shape.max_nodes}
         elif isinstance(self.model, GraphModel):
-            batch.__dict__[_HOST_SIZES] = host_sizes(batch)
+            batch.__dict__[_HOST_SIZES] = host_sizes(batch, ptr)
         return batch
 
     def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):

@@ -132,6 +132,11 @@ class DataConfig:
             :func:`gea_graph.transforms.parse_pe`).
         subset: Use only the first ``subset`` graphs of each split (quick runs; at least 1).
         split_seed: Seed of the random split of a class without splits.
+        on_device: Keep each split in device memory and gather its batches there
+            (:class:`~gea_graph.data.device.DeviceSplit`: no per-step collation or copy to the device): ``auto`` (on
+            a GPU, for a split that takes under :data:`~gea_graph.data.device.ON_DEVICE_SHARE` of the free device
+            memory; never on a CPU, where the host loader is the reference), ``true`` (always, on any device) or
+            ``false``. The batches are the same either way.
     """
 
     name: str | None = None
@@ -142,8 +147,11 @@ class DataConfig:
     pe: str | None = None
     subset: int | None = None
     split_seed: int = 0
+    on_device: bool | str = "auto"
 
     def __post_init__(self) -> None:
+        if self.on_device != "auto" and type(self.on_device) is not bool:
+            raise ValueError(f"data.on_device: {self.on_device!r} must be auto, true or false")
         for key in ("name", "csv", "cls", "root"):  # "" would be the working directory
             if getattr(self, key) is not None:
                 checks.text(getattr(self, key), f"data.{key}")

@@ -49,7 +49,7 @@ from gea_graph.train.checkpoint import (
     check_weights_fit,
     load_checkpoint,
 )
-from gea_graph.train.data import check_splits, load_datasets, make_loader
+from gea_graph.train.data import check_splits, load_datasets, make_loader, resident_splits
 from gea_graph.train.lock import run_lock
 from gea_graph.train.logs import METRICS_FILE, RunCSVLogger, lightning_banners
 from gea_graph.train.memory import ReleaseFreeHeap
@@ -264,9 +264,12 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
         torch.set_float32_matmul_precision("high")  # TF32 matrix products: `precision: auto` on a GPU
     workers = tr.num_workers if tr.num_workers is not None else default_workers(cuda, world // num_nodes)
     eval_bs = tr.eval_batch_size or tr.batch_size
+    # data.on_device: the splits that fit stay in device memory and their batches are gathered there
+    resident = resident_splits(splits, recipe.data.on_device, trainer.strategy.root_device)
     train_loader = make_loader(splits["train"], tr.batch_size, shuffle_seed=seed, num_workers=workers,
-                               pin_memory=cuda)
-    eval_loaders = [make_loader(splits[s], eval_bs, num_workers=workers, pin_memory=cuda) for s in ("val", "test")]
+                               pin_memory=cuda, resident=resident["train"])
+    eval_loaders = [make_loader(splits[s], eval_bs, num_workers=workers, pin_memory=cuda, resident=resident[s])
+                    for s in ("val", "test")]
     # an epoch shorter than the logging interval would log no step (and Lightning warns): log once an epoch then
     trainer.log_every_n_steps = max(1, min(trainer.log_every_n_steps, len(train_loader)))
     if trainer.is_global_zero:
@@ -289,7 +292,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     train = None
     if tr.eval_train and module.history and not paused:  # every process: the split is sharded among them
         train = evaluate_train(trainer, module, checkpoint,
-                               make_loader(splits["train"], eval_bs, num_workers=workers, pin_memory=cuda))
+                               make_loader(splits["train"], eval_bs, num_workers=workers, pin_memory=cuda,
+                                           resident=resident["train"]))
     if not trainer.is_global_zero:
         return None
     if paused:
@@ -304,7 +308,8 @@ def _fit(recipe: Recipe, out: Path, seed: int | None, resume: bool, accelerator:
     timer = time_cap(trainer)
     cut = len(module.history) < tr.max_epochs and timer is not None and timer.time_remaining() <= 0
     result.update(setup_summary(trainer, recipe), wall_time_s=time.perf_counter() - start,
-                  epochs_planned=tr.max_epochs, cut_by_time_cap=cut, max_time_min=minutes)
+                  epochs_planned=tr.max_epochs, cut_by_time_cap=cut, max_time_min=minutes,
+                  data_on_device=[name for name, split in resident.items() if split is not None])
     write_json(out / RESULT_FILE, result)
     if verbose:
         train_text = f", train {result['train']:.4f}" if "train" in result else ""

@@ -16,7 +16,7 @@ RECIPE_FILE = "recipe.yaml"
 RESUMABLE_CHANGES = ("name", "description", "paper", "sweep", "trainer.max_time", "trainer.num_workers",
                      "trainer.log_every_n_steps", "trainer.seeds", "trainer.compile", "trainer.fixed_size",
                      "trainer.eval_train", "trainer.release_memory_every", "trainer.release_memory_above",
-                     "model.attn_impl")
+                     "model.attn_impl", "data.on_device")
 
 
 def _flat(raw: Any, prefix: str = "") -> dict[str, Any]:
