@@ -12,7 +12,7 @@ from gea_graph import selfcheck
 from gea_graph.cli import main
 from gea_graph.selfcheck import CHECKS, SkipCheck, register_check
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_cpu_quick_selfcheck_passes(tmp_path):
