@@ -12,10 +12,11 @@
 # recipe, metrics and last.ckpt; no best.ckpt). It travels to the GPU machine with the checkout (a tracked folder)
 # and is never written there: the chunk trains a scratch copy and returns it in $OUT (bench.tgz and one archive per
 # run, each < 16 MiB). Back on the development machine, any machine with a clone:
-#   for f in FILES_AT/bench.tgz FILES_AT/*-seed*.tgz; do tar xzf $f -C docs/results/gpu/queue/BENCH; done
+#   mkdir -p docs/results/gpu/queue/BENCH; for f in FILES_AT/bench.tgz FILES_AT/*-seed*.tgz; do
+#       tar xzf $f -C docs/results/gpu/queue/BENCH; done
 #   find docs/results/gpu/queue/BENCH -name best.ckpt -delete; git add docs/results/gpu/queue/BENCH; git commit
 # so the next chunk, from any machine, goes on where this one stopped. Carry .whl (RDKit/OGB wheels) and
-# gpu-carry/mirror (raw data) as before.
+# gpu-carry/mirror (raw data; docs/results.md, "GPU work in chunks", says how to make both).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 WINDOW=$1 BENCH=$2 RECIPES=$3 SEEDS=$4

@@ -87,66 +87,69 @@ RUNS = "docs/results/runs"
 #: The paper suites to run whenever a GPU is available, first things first.
 GPU_QUEUE = (
     QueueItem("Peptides-func, GCN + GEANet (GEAET Table 7, 8 heads, LapPE)", ("gcn-geanet-peptides-func",),
-              "runs/gpu/peptides-func",
+              "docs/results/gpu/queue/peptides-func",
               "about 19 minutes for the 4 seeds at once on an H200 (4.5 s an epoch each, measured in chunk 1)",
-              "chunks 1-3 done on an NVIDIA H200 (2026-11-26, commit b9ca8d7: epochs 1-65; 2026-11-27, commit 5dababe: "
-              "two chunks, to epochs 91-100 of 250 by seed); the bench folder, checkpoints included, is "
-              "`runs/gpu/peptides-func` of the development machine"),
-    QueueItem("ZINC, GEAET (GatedGCN + Transformer + GEANet, RWPE)", ("geaet-zinc",), "runs/gpu/zinc-geaet",
+              "restarts from epoch 0 at its next chunk: chunks 1-3 (NVIDIA H200, 2026-11-26/27) reached epochs 91-100 "
+              "of 250 by seed, but their state was kept only on a development machine that is gone"),
+    QueueItem("ZINC, GEAET (GatedGCN + Transformer + GEANet, RWPE)", ("geaet-zinc",),
+              "docs/results/gpu/queue/zinc-geaet",
               "not yet timed: 2,000 epochs of 313 steps (batch 32) a seed, hours on one GPU"),
     QueueItem("ZINC, Graphormer and Graphormer + GFSA (GFSA Table 14, GraphormerSLIM)",
-              ("graphormer-zinc", "graphormer-gfsa-zinc"), "runs/gpu/zinc-gfsa",
+              ("graphormer-zinc", "graphormer-gfsa-zinc"), "docs/results/gpu/queue/zinc-gfsa",
               "not yet timed: 10,000 epochs of 40 steps (batch 256) a seed, hours on one GPU"),
 )
 
 
-#: How the queue runs on a GPU lent in short windows (the procedure ``tests/bench/test_bench_chunks.py`` tests on
-#: CPU: a bench stopped by ``--stop-after`` resumes in a copy of its folder and reaches the uninterrupted result).
+#: How the queue runs on a GPU lent in short windows, as ``scripts/gpu_chunk.sh`` does it (the procedure
+#: ``tests/bench/test_bench_chunks.py`` tests on CPU: a bench stopped by ``--stop-after`` resumes in a copy of its
+#: folder and reaches the uninterrupted result).
 GPU_CHUNKS = """### GPU work in chunks
 
 GPU time comes in windows: a session is lent at most 15 minutes of device time (starting the machine takes about a
-minute of it), one command runs at most 10 minutes, at most 64 MiB travel to the GPU machine (the checkout included)
-and at most 8 files (16 MiB each, 64 MiB in all) come back. A queue command therefore runs as a series of chunks:
-`gea-graph bench ... --stop-after MINUTES` stops cleanly after that time (each run at its next epoch end, its
-checkpoints written; exit code 3 while runs remain), and the same command on a copy of its `--out` folder, on any
-machine, goes on exactly where it stopped (`tests/bench/test_bench_chunks.py` checks on CPU that a chunked bench
-carried to another folder reaches the results of an uninterrupted one). The GPU machine's image has Python 3.12,
-torch, PyG and Lightning but neither RDKit nor OGB, and reaches no package registry: their wheels travel too. For
-queue item 1 (the others alike, with their recipes, seeds and folder):
+minute of it), one command runs at most 10 minutes, at most 64 MiB travel to the GPU machine (the working tree and
+the carried folders) and at most 8 files (16 MiB each) come back. A queue item therefore runs as a series of chunks,
+each `bash scripts/gpu_chunk.sh WINDOW_S BENCH RECIPES SEEDS [selfcheck] [perf]` with a window of at most 540 s:
+`gea-graph bench ... --stop-after MINUTES` stops each run at an epoch's end with its `last.ckpt` written (exit code 3
+while runs remain), and the same command on a copy of its folder, on any machine, goes on where it stopped.
 
-1. Here, once: the wheels, a folder git ignores for what travels, with the raw files of the data (a built data root
-   is too large to carry: Peptides-func with LapPE-10 is 261 MiB, ZINC with RWPE-20 26 MiB, so each chunk builds
-   it there), and the master copy of the bench folder:
-   `echo /.whl/ >> .git/info/exclude; python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12
-   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl rdkit==2026.9.1
-   ogb==1.3.6 outdated==0.2.2 littleutils==0.2.4` (32 MiB) and
-   `echo /gpu-carry/ >> .git/info/exclude; mkdir -p gpu-carry/mirror runs/gpu/peptides-func;
-   cp -r ../shared/data/peptides-func ../shared/data/zinc-subset gpu-carry/mirror/`
-2. Before each chunk, here: copy the bench folder into the carried folder without the `best.ckpt` files (a run
-   resumes from `last.ckpt`; a 463k-parameter run holds 5.4 MiB per checkpoint, Adam's moments included):
-   `rm -rf gpu-carry/runs/peptides-func; mkdir -p gpu-carry/runs; cp -r runs/gpu/peptides-func gpu-carry/runs/;
-   find gpu-carry/runs -name best.ckpt -delete`
-3. The chunk, one device command carrying `.whl` and `gpu-carry`, with a 600-second limit: `bash scripts/gpu_chunk.sh
-   560 peptides-func gcn-geanet-peptides-func 0,1,2,3 selfcheck` (`selfcheck` in the first chunk of a session only;
-   add `perf` for the CUDA table of docs/performance.md, about 4 minutes more). The script installs the wheels, runs
-   `gea-graph selfcheck --device cuda`, builds each recipe's data, trains all the runs of the bench at once with
-   `--stop-after` set to what is left of the window less 75 seconds (the epoch in flight, the checkpoints, the
-   packing; `timeout` is the net: a bench stopped by it loses only its runs' current epochs), and leaves in `$OUT`
-   the selfcheck (`check.tgz`), the bench files (`bench.tgz`) and one archive per run (each under 16 MiB; a bench of
-   more than 6 runs goes in several benches, e.g. one per recipe).
-4. Back here: unpack every file over the master copy (`for f in FILES_AT/*-seed*.tgz FILES_AT/bench.tgz; do tar xzf
-   $f -C runs/gpu/peptides-func; done`; a run's `best.ckpt` comes back only when the chunk found a better epoch,
-   else the earlier one stays). Repeat 2–4 until the bench exits 0: every run has its `result.json`.
-5. `python scripts/make_results.py ... runs/gpu/peptides-func` puts the bench under "GPU reproductions" (its
-   `bench.json` names the GPU and every invocation's commit); commit the small files, as for the CPU suites.
+**Where the state lives.** The master copy of an item's resumable state is in git: `docs/results/gpu/queue/BENCH`
+(`bench.json`, each run's `recipe.yaml`, `metrics.csv`, `logs/` and `checkpoints/last.ckpt`; no `best.ckpt`: the page
+reads a run's best epoch from its metrics). Any clone holds it, and it reaches the GPU machine as tracked files of the
+checkout; the chunk trains a scratch copy there and returns the new state in `$OUT`. For item 1 (the others alike):
 
-Chunk 1 of item 1 on an NVIDIA H200 (2026-11-26): selfcheck 59 s, Peptides-func with LapPE-10 built in 58 s, then
-the 4 seeds at once at about 4.5 s an epoch each (65 epochs in `--stop-after 5`; the runs' `metrics.csv`).
-Chunks 2 and 3 (2026-11-27, one lease of an H200): `bash scripts/gpu_chunk.sh 565 peptides-func
-gcn-geanet-peptides-func 0,1,2,3 selfcheck perf` (selfcheck and perf in 374 s, then the data and 1 minute of
-training: to epochs 71-76 by seed), and right after it, on the same warm machine, the same without `selfcheck
-perf` and a 290-second window (data in 62 s, 2 minutes of training: to epochs 91-100). The lease's 900 seconds
-ended there (machine start included); about 150 epochs a seed remain, some 12 minutes at 4.5 s an epoch.
+1. Once per development machine (nothing of it is committed; git ignores both folders): the RDKit and OGB wheels,
+   which the GPU machine lacks, and the raw data (a built data root is too large to carry: Peptides-func with
+   LapPE-10 is 261 MiB, so each chunk builds it there):
+   `python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform
+   manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl rdkit==2026.9.1 ogb==1.3.6 outdated==0.2.2
+   littleutils==0.2.4; mkdir -p gpu-carry/mirror; cp -r ../shared/data/peptides-func ../shared/data/zinc-subset
+   gpu-carry/mirror/`
+2. The chunk, one device command carrying `.whl` and `gpu-carry/mirror`, with a 600-second limit: `bash
+   scripts/gpu_chunk.sh 540 peptides-func gcn-geanet-peptides-func 0,1,2,3`. Add `selfcheck` (up to 150 s) in a
+   lease's first chunk and `perf` (the CUDA table of docs/performance.md, up to 240 s) when wanted; with both, little
+   or no time is left to train (the script exits 4 when not one whole minute is). The script installs the wheels, builds
+   each recipe's data, trains a scratch copy of the state folder (all runs at once, `trainer.compile=reduce-overhead`,
+   `--stop-after` the whole minutes left less 75 s) and leaves in `$OUT` `check.tgz`, `bench.tgz` and one archive
+   per run (under 16 MiB each; a bench of more than 6 runs goes in several benches, e.g. one per recipe).
+3. Back on any development machine, unpack and commit (the script's header):
+   `mkdir -p docs/results/gpu/queue/peptides-func; for f in FILES_AT/bench.tgz FILES_AT/*-seed*.tgz; do tar xzf $f
+   -C docs/results/gpu/queue/peptides-func; done` and `find docs/results/gpu/queue/peptides-func -name best.ckpt
+   -delete; git add docs/results/gpu/queue/peptides-func; git commit`. Each such commit adds the runs' checkpoints
+   (about 22 MiB for item 1) to the history. Repeat 2-3 until the bench exits 0: every run has its `result.json`.
+4. Add `docs/results/gpu/queue/peptides-func` to this page's command: the item goes to "GPU reproductions" (its
+   `bench.json` names the GPU and every invocation's commit). Then delete its checkpoints (`find
+   docs/results/gpu/queue/peptides-func -name '*.ckpt' -delete`) and commit.
+
+**What travels.** A chunk's working tree is at most 64 MiB; `du -cb .whl gpu-carry/mirror $(git ls-files) | tail
+-1` gives it. At commit 37762d8 the tracked files are 6.3 MiB, the wheels 30.4 MiB and the raw data 1.8 MiB; item
+1's state adds 4 runs x 5.4 MiB (a 463k-parameter model with Adam's moments in each `last.ckpt`), about 60 MiB in
+all. So the tree holds one item's checkpoints at a time (step 4), and item 3 (8 runs) goes as one bench per recipe.
+
+Chunks 1-3 of item 1 ran on an NVIDIA H200 on 2026-11-26 and 27 (commits b9ca8d7 and 5dababe, the eager step): the
+4 seeds at once at about 4.5 s an epoch each (65 epochs in `--stop-after 5`: the runs' `metrics.csv`, as this page
+recorded at commit 5804db2), to epochs 91-100 of 250 by seed. That state was an ignored folder of the development
+machine that ran them, so it was lost with that machine and item 1 starts again; committed after every chunk, the
+state now lives wherever the repository does.
 """
 
 
@@ -378,9 +381,9 @@ COMMIT_NOTES: dict[str, str] = {
         "a time cap that ran out during an epoch's evaluation let the run start one more epoch, one training step at "
         "a learning rate of 0 and a second evaluation (GEAET's 8.6 and 8.7 minutes at r = 5 and 6 of "
         "tree-depth-cpu; a run ends at that epoch since, `gea_graph.train.callbacks.EndAtTimeCap`); training used "
-        "PyTorch's fused AdamW (the same update to float rounding; the default loop since, docs/performance.md "
-        "\"Fused Adam(W)\"); a run's peak memory was at least the bench process's (Linux passes `ru_maxrss` on to a "
-        "child; a run reads its own `VmHWM` since, docs/performance.md \"Peak memory of a child process\")"),
+        "PyTorch's fused AdamW (the same update to float rounding; CPU training uses the loop AdamW since, "
+        "docs/design.md, DDP); a run's peak memory was at least the bench process's (Linux passes `ru_maxrss` on "
+        "to a child; a run reads its own `VmHWM` since, `gea_graph.train.memory.peak_resident_mib`)"),
 }
 
 

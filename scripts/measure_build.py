@@ -13,7 +13,11 @@ method; this script makes itself a child subreaper, so a descendant whose parent
 Measuring OGB's PCQM4Mv2 processing against ours on a replica (see ``scripts/make_pcqm4mv2_replica.py`` and
 ``scripts/ogb_pcqm4mv2_process.py``; use two roots so that the processed caches stay apart)::
 
+    python scripts/make_pcqm4mv2_replica.py /data/replica-ours
     python scripts/make_pcqm4mv2_replica.py /data/replica-ogb
+    python scripts/measure_build.py --label ours-pcqm4mv2 --json build.jsonl \\
+        --disk /data/replica-ours/pcqm4m-v2/processed -- gea-graph data prepare pcqm4mv2 --pe spd:20:paths=5 \\
+        --root /data/replica-ours
     python scripts/measure_build.py --label ogb-pcqm4mv2 --json build.jsonl \\
         --disk /data/replica-ogb/pcqm4m-v2/processed -- python scripts/ogb_pcqm4mv2_process.py /data/replica-ogb
 

@@ -30,8 +30,9 @@ Measurement method
   once; the note gives the peak RSS of the largest single process); bytes of the processed folder.
   These three are informational: both subprocesses pay the interpreter's start and imports (seconds,
   and a few hundred MiB per process), which outweigh the data at these sizes; the issue's targets
-  (time ≤ 0.5x and memory ≤ 0.25x OGB's) are checked at the full 3.7M rows, with the same commands, in
-  ``docs/performance.md``. Then our :class:`~gea_graph.data.GraphLoader` and PyG's
+  (time ≤ 0.5x and memory ≤ 0.25x OGB's) are for the full 3,746,620 rows, measured with
+  ``scripts/measure_build.py`` on a replica from ``scripts/make_pcqm4mv2_replica.py`` (its docstring gives the
+  commands). Then our :class:`~gea_graph.data.GraphLoader` and PyG's
   :class:`~torch_geometric.loader.DataLoader` (graph by graph) read our built train split in this
   process (batch 256, shuffled, 2 workers, the shortest-path fields): graphs per second over
   ``ceil(1.5 x batches per epoch)`` batches after a warm-up batch, one side after the other

@@ -29,7 +29,7 @@ def shortest_path_rows(settings: Settings) -> list[Row]:
     from gea_graph.transforms import ShortestPathDistance
 
     graphs, note = real_graphs("Peptides-func", settings.spd_graphs)
-    with_paths = ShortestPathDistance(max_path=5)  # the path length of the recorded runs (docs/performance.md)
+    with_paths = ShortestPathDistance(max_path=5)  # the path length of the PCQM4M(v2) Graphormer recipes
     distances = ShortestPathDistance(max_path=0)
     nx_graphs = []
     for g in graphs:

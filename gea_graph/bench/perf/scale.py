@@ -96,14 +96,14 @@ def scale_rows(settings: Settings) -> list[Row]:
         ogb = _build("ogb", _OGB, ogb_root)
         workers = build_workers()
         out = [
-            # The targets (time <= 0.5x, memory <= 0.25x OGB's) are for the full 3.7M rows
-            # (docs/performance.md); at a few thousand rows every process's start-up (imports, worker pool) weighs
-            # more than the data, so these rows are informational.
+            # The targets (time <= 0.5x, memory <= 0.25x OGB's) are for the full 3.7M rows (measured with
+            # scripts/measure_build.py on a full-size replica); at a few thousand rows every process's start-up
+            # (imports, worker pool) weighs more than the data, so these rows are informational.
             Row(name, ours.wall_s, ogb.wall_s, "s", None,
                 f"fresh replica in subprocesses; ours with {SCALE_PE} in {workers} workers, OGB's "
                 f"PygPCQM4Mv2Dataset featurises only (1 process); load average {ours.load_average_before[0]:.1f} → "
                 f"{ogb.load_average_after[0]:.1f} on {ours.cpus} cores; the targets (≤ 0.5 time, ≤ 0.25 memory) "
-                f"are for the full size: docs/performance.md"),
+                f"are for the full size: scripts/measure_build.py on a full-size replica"),
             Row(f"{name} · peak memory", _mib(ours.peak_pss_bytes), _mib(ogb.peak_pss_bytes), "MiB", None,
                 f"peak of the summed PSS of the process tree (sampled every {ours.interval_s} s; ours up to "
                 f"{ours.peak_processes} processes); peak RSS of the largest process: ours "
