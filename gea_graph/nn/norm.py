@@ -51,8 +51,9 @@ class _Rows:
     (``[R, 1]`` bool, the rows left out), ``weight`` (``[1, R]``: :math:`1/n` on the :math:`n` real rows of all
     processes, 0 elsewhere, so that ``weight @ x`` is their mean), ``single`` (:math:`n \le 1` in one process: the
     running statistics stand in for the batch's, as :class:`torch_geometric.nn.norm.BatchNorm` does unpadded),
-    ``learn`` (0 then, else 1: the running statistics' update), ``mean_weight`` (``weight * learn`` as a column,
-    the weight of the mean terms of the gradient) and ``unbiased`` (:math:`n / (n - 1)`)."""
+    ``learn`` (0 then, else 1: the running statistics' update), ``learn_weight`` (``weight * learn``: the batch's
+    share of the statistics; ``mean_weight`` as a column, the weight of the mean terms of the gradient) and
+    ``unbiased`` (:math:`n / (n - 1)`). In a distributed run ``single`` is false (every process gathers)."""
 
     def __init__(self, real: Tensor, spans: bool) -> None:
         ones = real.to(torch.float32)
@@ -61,11 +62,19 @@ class _Rows:
             dist.all_reduce(count)
         self.padding = ~real.view(-1, 1)
         self.weight = (ones / count.clamp(min=1)).view(1, -1)
-        self.single = count <= 1 if not spans else torch.zeros(1, dtype=torch.bool, device=real.device)
-        self.learn = (~self.single).to(torch.float32)
+        self.single = (count <= 1).to(torch.float32) if not spans else torch.zeros_like(count)
+        self.learn = 1.0 - self.single
         self.learn_count = self.learn.long().view(())
-        self.mean_weight = self.weight.view(-1, 1) * self.learn
+        self.learn_weight = self.weight * self.learn
+        self.mean_weight = self.learn_weight.view(-1, 1)
         self.unbiased = count / (count - 1).clamp(min=1)
+        self.factors: dict[float, Tensor] = {}
+
+    def factor(self, momentum: float) -> Tensor:
+        r"""The running statistics' update factor: ``learn * momentum``, once per batch and momentum."""
+        if momentum not in self.factors:
+            self.factors[momentum] = self.learn * momentum
+        return self.factors[momentum]
 
 
 def _rows(rows: int, per_row: int, spans: bool, device: torch.device) -> _Rows:
@@ -104,13 +113,14 @@ class _RowBatchNorm(torch.autograd.Function):
     def forward(ctx, x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
                 running_var: Tensor | None, rows: _Rows, spans: bool, eps: float) -> tuple[Tensor, Tensor, Tensor]:
         x = x.masked_fill(rows.padding, 0.0)  # padding rows may hold anything
-        mean = _all_reduce(rows.weight @ x, spans)
-        centred = x - mean
-        var = _all_reduce(rows.weight @ centred.square(), spans)
-        if running_mean is not None:
-            mean = torch.where(rows.single, running_mean, mean)
-            var = torch.where(rows.single, running_var, var)
+        if running_mean is None:
+            mean = _all_reduce(rows.weight @ x, spans)
             centred = x - mean
+            var = _all_reduce(rows.weight @ centred.square(), spans)
+        else:  # the running statistics where they stand in (learn_weight is 0 then), else the batch's
+            mean = _all_reduce(torch.addmm(running_mean * rows.single, rows.learn_weight, x), spans)
+            centred = x - mean
+            var = _all_reduce(torch.addmm(running_var * rows.single, rows.learn_weight, centred.square()), spans)
         rstd = torch.rsqrt(var + eps)
         scale = rstd if weight is None else rstd * weight
         out = centred * scale if bias is None else torch.addcmul(bias, centred, scale)
@@ -191,7 +201,7 @@ class DistributedBatchNorm(_BatchNorm):
             with torch.no_grad():
                 self.num_batches_tracked.add_(rows.learn_count)
                 factor = (rows.learn / self.num_batches_tracked.clamp(min=1) if self.momentum is None
-                          else rows.learn * self.momentum)
+                          else rows.factor(self.momentum))
                 self.running_mean.lerp_(mean.view(-1).to(self.running_mean.dtype), factor)
                 self.running_var.lerp_((var.view(-1) * rows.unbiased).to(self.running_var.dtype), factor)
         if input.dim() > 2:
