@@ -20,6 +20,9 @@ def _world_size() -> int:
 _PADDING: dict[int, Tensor] = {}
 #: The row weights of each mask of :data:`_PADDING` (:class:`_Rows`), made at its first use in the batch.
 _ROWS: dict[tuple[int, int], _Rows] = {}
+#: The batch statistics ``(norm, mean, var, rows)`` of the norms run in the padded batch, for their running
+#: statistics (:func:`update_running_statistics`).
+_PENDING: list[tuple[DistributedBatchNorm, Tensor, Tensor, _Rows]] = []
 
 
 @contextmanager
@@ -29,21 +32,52 @@ def padding_rows(*masks: Tensor) -> Iterator[None]:
     (:mod:`gea_graph.train.fixed_size`) needs so that its padding changes no result. The masks are told apart by
     their lengths (a padded batch's nodes, edges and graphs differ in number), so the layers need no mask argument.
     The padding rows' outputs are finite and pass no gradient back: nothing of the padding reaches the real rows.
+    The running statistics of the norms are updated together when the context ends (or earlier, by
+    :func:`update_running_statistics`), as each norm would have updated its own.
     """
     sizes = [m.size(0) for m in masks]
     if len(set(sizes)) != len(sizes):
         raise ValueError(f"padding_rows: the masks must differ in length (got {sizes})")
-    previous, rows = dict(_PADDING), dict(_ROWS)
+    previous, rows, pending = dict(_PADDING), dict(_ROWS), list(_PENDING)
     _PADDING.clear()
     _PADDING.update({m.size(0): m for m in masks})
     _ROWS.clear()
+    _PENDING.clear()
     try:
         yield
+        update_running_statistics()
     finally:
         _PADDING.clear()
         _PADDING.update(previous)
         _ROWS.clear()
         _ROWS.update(rows)
+        _PENDING[:] = pending
+
+
+def update_running_statistics() -> None:
+    r"""Updates the running statistics of the norms run in the padded batch so far (:func:`padding_rows`), in
+    order: with ``foreach`` operators per mask and momentum, a few operators for all the norms of a step."""
+    rounds: list[dict[tuple[int, float | None], list]] = []  # a norm run twice is updated twice, in order
+    for entry in _PENDING:
+        free = next((r for r in rounds if all(e[0] is not entry[0] for g in r.values() for e in g)), None)
+        if free is None:
+            rounds.append(free := {})
+        free.setdefault((id(entry[3]), entry[0].momentum), []).append(entry)
+    _PENDING.clear()
+    with torch.no_grad():
+        for groups in rounds:
+            for entries in groups.values():
+                norms, rows = [e[0] for e in entries], entries[0][3]
+                counts = [n.num_batches_tracked for n in norms]
+                torch._foreach_add_(counts, rows.learn_count)
+                momentum = norms[0].momentum
+                factors = ([rows.factor(momentum, n.num_features) for n in norms] if momentum is not None else
+                           [(rows.learn / c.clamp(min=1)).expand(n.num_features) for n, c in zip(norms, counts)])
+                torch._foreach_lerp_([n.running_mean for n in norms],
+                                     [e[1].to(n.running_mean.dtype) for n, e in zip(norms, entries)], factors)
+                unbiased = torch._foreach_mul([e[2] for e in entries], rows.unbiased)
+                torch._foreach_lerp_([n.running_var for n in norms],
+                                     [v.to(n.running_var.dtype) for n, v in zip(norms, unbiased)], factors)
 
 
 class _Rows:
@@ -67,14 +101,15 @@ class _Rows:
         self.learn_count = self.learn.long().view(())
         self.learn_weight = self.weight * self.learn
         self.mean_weight = self.learn_weight.view(-1, 1)
-        self.unbiased = count / (count - 1).clamp(min=1)
-        self.factors: dict[float, Tensor] = {}
+        self.unbiased = (count / (count - 1).clamp(min=1)).view(())
+        self.factors: dict[tuple[float, int], Tensor] = {}
 
-    def factor(self, momentum: float) -> Tensor:
-        r"""The running statistics' update factor: ``learn * momentum``, once per batch and momentum."""
-        if momentum not in self.factors:
-            self.factors[momentum] = self.learn * momentum
-        return self.factors[momentum]
+    def factor(self, momentum: float, channels: int) -> Tensor:
+        r"""The running statistics' update factor ``learn * momentum`` for ``channels`` channels (the shape of the
+        statistics, so that ``foreach`` operators take their fast path), once per batch."""
+        if (momentum, channels) not in self.factors:
+            self.factors[momentum, channels] = (self.learn * momentum).expand(channels).contiguous()
+        return self.factors[momentum, channels]
 
 
 def _rows(rows: int, per_row: int, spans: bool, device: torch.device) -> _Rows:
@@ -198,12 +233,9 @@ class DistributedBatchNorm(_BatchNorm):
         out, mean, var = _RowBatchNorm.apply(x, self.weight, self.bias, self.running_mean, self.running_var, rows,
                                              spans, self.eps)
         if self.track_running_stats and self.running_mean is not None:
-            with torch.no_grad():
-                self.num_batches_tracked.add_(rows.learn_count)
-                factor = (rows.learn / self.num_batches_tracked.clamp(min=1) if self.momentum is None
-                          else rows.factor(self.momentum))
-                self.running_mean.lerp_(mean.view(-1).to(self.running_mean.dtype), factor)
-                self.running_var.lerp_((var.view(-1) * rows.unbiased).to(self.running_var.dtype), factor)
+            _PENDING.append((self, mean.view(-1), var.view(-1), rows))
+            if not masked:  # no padded batch to end: now
+                update_running_statistics()
         if input.dim() > 2:
             out = out.view(input.shape[:1] + input.shape[2:] + input.shape[1:2]).movedim(-1, 1)
         return out.to(input.dtype)

@@ -79,3 +79,16 @@ def test_one_real_row_uses_the_running_statistics_as_pyg_batch_norm_does():
     torch.testing.assert_close(masked.module.weight.grad, reference.module.weight.grad)
     for a, b in zip(reference.buffers(), masked.buffers()):  # not updated, nor counted
         torch.testing.assert_close(b, a)
+
+
+def test_a_norm_run_twice_in_a_padded_batch_updates_its_running_statistics_twice_in_order():
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([True, True, True, False, True, True, False])
+    reference, masked = _pair()
+    other_reference, other = _pair(momentum=0.3)
+    expected = reference(other_reference(reference(x[mask])))
+    with padding_rows(mask):
+        out = masked(other(masked(x)))
+    torch.testing.assert_close(out[mask], expected)
+    for a, b in zip([*reference.buffers(), *other_reference.buffers()], [*masked.buffers(), *other.buffers()]):
+        torch.testing.assert_close(b, a)
