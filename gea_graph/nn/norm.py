@@ -69,7 +69,7 @@ def update_running_statistics() -> None:
             for entries in groups.values():
                 norms, rows = [e[0] for e in entries], entries[0][3]
                 counts = [n.num_batches_tracked for n in norms]
-                torch._foreach_add_(counts, rows.learn_count)
+                torch._foreach_add_(counts, [rows.learn_count] * len(counts))  # a tensor scalar would be read
                 momentum = norms[0].momentum
                 factors = ([rows.factor(momentum, n.num_features) for n in norms] if momentum is not None else
                            [(rows.learn / c.clamp(min=1)).expand(n.num_features) for n, c in zip(norms, counts)])
