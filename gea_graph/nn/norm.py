@@ -57,15 +57,16 @@ def padding_rows(*masks: Tensor) -> Iterator[None]:
 def update_running_statistics() -> None:
     r"""Updates the running statistics of the norms run in the padded batch so far (:func:`padding_rows`), in
     order: with ``foreach`` operators per mask and momentum, a few operators for all the norms of a step."""
-    rounds: list[dict[tuple[int, float | None], list]] = []  # a norm run twice is updated twice, in order
+    rounds: list[tuple[set[int], dict[tuple[int, float | None], list]]] = []  # a norm run k times: k rounds
     for entry in _PENDING:
-        free = next((r for r in rounds if all(e[0] is not entry[0] for g in r.values() for e in g)), None)
-        if free is None:
-            rounds.append(free := {})
-        free.setdefault((id(entry[3]), entry[0].momentum), []).append(entry)
+        seen, groups = next((r for r in rounds if id(entry[0]) not in r[0]), None) or (set(), {})
+        if not seen:
+            rounds.append((seen, groups))
+        seen.add(id(entry[0]))
+        groups.setdefault((id(entry[3]), entry[0].momentum), []).append(entry)
     _PENDING.clear()
     with torch.no_grad():
-        for groups in rounds:
+        for _, groups in rounds:
             for entries in groups.values():
                 norms, rows = [e[0] for e in entries], entries[0][3]
                 counts = [n.num_batches_tracked for n in norms]
