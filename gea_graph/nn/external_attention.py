@@ -137,7 +137,7 @@ class ExternalAttention(Module):
         # In at least float32 with autocast off: a softmax over thousands of rows underflows in half precision.
         device = h.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
-        compute = torch.promote_types(h.dtype, torch.float32)
+        compute = torch.float64 if h.dtype == torch.float64 else torch.float32  # at least float32
         weights = [t if t is None else t.to(compute) for t in (key.weight, key.bias, value.weight, value.bias)]
         with torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else nullcontext():
             logits = torch.nn.functional.linear(h.to(compute), weights[0], weights[1])  # [M, H, S]

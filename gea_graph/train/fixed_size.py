@@ -41,7 +41,7 @@ from torch import Tensor
 from torch_geometric.data import Batch
 
 from gea_graph.data.device import HOST_PTR, host_ptr
-from gea_graph.nn.norm import padding_rows
+from gea_graph.nn.norm import padding_rows, update_running_statistics
 
 #: Tasks whose batches can be padded (link ranking draws its candidates from the real graphs' nodes per pair).
 TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_classification", "target_node")
@@ -316,6 +316,7 @@ def predict_and_loss(model: torch.nn.Module, batch: Any, max_num_nodes: int | No
     from gea_graph.train.metrics import masked_loss, prepare
 
     pred = model(batch, max_num_nodes=max_num_nodes) if isinstance(model, GraphModel) else model(batch)
+    update_running_statistics()  # in the compiled graph, not after it
     out, target = prepare(pred, batch, task)
     rows = batch.node_mask if task == "node_classification" else batch.graph_mask
     return pred, masked_loss(loss, out, target, rows)

@@ -18,6 +18,7 @@ from torch_geometric.data import Batch, Data
 from gea_graph.cli import main
 from gea_graph.data import GraphLoader
 from gea_graph.nn import DistributedBatchNorm
+from gea_graph.nn.norm import padding_rows
 from gea_graph.train import GraphTask, load_checkpoint, load_recipe
 from gea_graph.train.data import EpochSampler, ShardedBatchSampler, load_datasets, make_loader
 from gea_graph.train.metrics import metric_input, prepare
@@ -125,14 +126,18 @@ def test_make_loader_shards_graph_and_pyg_loaders_alike():
 # -- batch norm over the global batch --------------------------------------------------------------------------
 
 
-def _batch_norm_worker(rank, world, folder, x, weight):
+def _batch_norm_worker(rank, world, folder, x, weight, real=None):
     torch.set_num_threads(1)  # a forked child, as a DataLoader worker
     dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         norm = DistributedBatchNorm.convert(torch.nn.Sequential(torch.nn.BatchNorm1d(x.size(1))))[0]
         rows = x.tensor_split(world)[rank].clone().requires_grad_(True)
-        out = norm(rows)
+        if real is None:
+            out = norm(rows)
+        else:  # a fixed-size batch in each process: its padding rows are left out of the global statistics
+            with padding_rows(real.tensor_split(world)[rank]):
+                out = norm(rows)
         (out * weight.tensor_split(world)[rank]).sum().backward()
         torch.save({"out": out.detach(), "grad": rows.grad, "weight_grad": norm.weight.grad,
                     "running_var": norm.running_var.clone()}, f"{folder}/rank{rank}.pt")
@@ -154,6 +159,27 @@ def test_distributed_batch_norm_equals_one_process_on_the_global_batch(tmp_path)
     torch.testing.assert_close(torch.cat([results[0]["out"], results[1]["out"]]), out.detach())
     torch.testing.assert_close(torch.cat([results[0]["grad"], results[1]["grad"]]), rows.grad)
     # DDP sums (averages) the processes' parameter gradients; with a summed loss their sum is the global one
+    torch.testing.assert_close(results[0]["weight_grad"] + results[1]["weight_grad"], reference.weight.grad)
+    torch.testing.assert_close(results[0]["running_var"], reference.running_var)
+    torch.testing.assert_close(results[1]["running_var"], reference.running_var)
+
+
+def test_distributed_batch_norm_of_padded_batches_equals_one_process_on_the_global_real_rows(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(12, 3, generator=gen) * 3 + 1  # shares of 6 rows, 4 and 5 of them real
+    real = torch.tensor([1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1], dtype=torch.bool)
+    x[~real] = float("inf")
+    weight = torch.randn(12, 3, generator=gen) * real[:, None]
+    mp.start_processes(_batch_norm_worker, args=(2, str(tmp_path), x, weight, real), nprocs=2, start_method="fork")
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    reference = torch.nn.BatchNorm1d(3)
+    rows = x[real].clone().requires_grad_(True)
+    out = reference(rows)
+    (out * weight[real]).sum().backward()
+    shares = real.tensor_split(2)
+    torch.testing.assert_close(torch.cat([results[r]["out"][shares[r]] for r in (0, 1)]), out.detach())
+    torch.testing.assert_close(torch.cat([results[r]["grad"][shares[r]] for r in (0, 1)]), rows.grad)
+    assert all((results[r]["grad"][~shares[r]] == 0).all() for r in (0, 1))
     torch.testing.assert_close(results[0]["weight_grad"] + results[1]["weight_grad"], reference.weight.grad)
     torch.testing.assert_close(results[0]["running_var"], reference.running_var)
     torch.testing.assert_close(results[1]["running_var"], reference.running_var)

@@ -152,7 +152,7 @@ class DenseAttentionBase(Module):
             o, weights = self.attend(q, k, v, bias, need)
             outs.append(o.transpose(1, 2))  # [g, L, H, D]
             if weights is not None:
-                attn = weights.masked_fill(~blk.mask[:, None, :, None], 0.0)
+                attn = weights.masked_fill(blk.padding[:, None, :, None], 0.0)
         out = layout.scatter(outs) if outs else qkv.new_zeros(N, H, D)
         out = self.out(out.reshape(N, H * D))
         if need:

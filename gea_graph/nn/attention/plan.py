@@ -71,11 +71,13 @@ def plan_groups(counts: Sequence[int] | np.ndarray, max_waste: float = MAX_WASTE
 class DenseBlock:
     r"""Graphs padded to one size: ``num_graphs`` graphs (ids ``graphs`` ``[g]``) of at most ``size`` nodes.
     ``index`` ``[g, L]`` is the packed row of each slot (``0`` at padded slots, which ``mask`` ``[g, L]`` marks
-    ``False``); ``uniform``: every graph has ``size`` nodes (no padding at all)."""
+    ``False``; ``padding`` is its complement, made once for the layers); ``uniform``: every graph has ``size``
+    nodes (no padding at all)."""
 
     graphs: Tensor
     index: Tensor
     mask: Tensor
+    padding: Tensor
     num_graphs: int
     size: int
     uniform: bool
@@ -100,7 +102,7 @@ class BlockLayout:
         for blk in self.blocks:
             dense = x.index_select(0, blk.index.view(-1)).view(blk.num_graphs, blk.size, *x.shape[1:])
             if not blk.uniform:
-                dense = dense.masked_fill(~blk.mask.view(blk.num_graphs, blk.size, *([1] * (x.dim() - 1))), 0)
+                dense = dense.masked_fill(blk.padding.view(blk.num_graphs, blk.size, *([1] * (x.dim() - 1))), 0)
             out.append(dense)
         return out
 
@@ -252,10 +254,11 @@ class AttentionPlan:
                                torch.zeros(B, dtype=torch.long, device=device), False)
         local = torch.arange(L, device=device)
         mask = local < counts.unsqueeze(1)
-        index = (start.unsqueeze(1) + local).masked_fill(~mask, 0)
+        padding = ~mask
+        index = (start.unsqueeze(1) + local).masked_fill(padding, 0)
         rows = torch.arange(N, device=device)
         inverse = self.batch * L + rows - start[self.batch]
-        block = DenseBlock(graphs, index, mask, B, L, uniform=False)
+        block = DenseBlock(graphs, index, mask, padding, B, L, uniform=False)
         return BlockLayout((block, ), inverse, graphs * (L * L), torch.full_like(graphs, L), False)
 
     def _grouped(self) -> BlockLayout:
@@ -292,7 +295,7 @@ class AttentionPlan:
             raw = device_all[pos + g:pos + g + g * L].view(g, L)
             pos += g + g * L
             mask_t = raw >= 0
-            blocks.append(DenseBlock(graphs_t, raw.clamp(min=0), mask_t, g, L, uniform))
+            blocks.append(DenseBlock(graphs_t, raw.clamp(min=0), mask_t, ~mask_t, g, L, uniform))
         inverse_t, base_t, size_t = device_all[pos:].split([N, B, B])
         return BlockLayout(tuple(blocks), inverse_t, base_t, size_t, True)
 
@@ -307,7 +310,7 @@ class AttentionPlan:
             if self._bias is None:
                 biases: list[Tensor | None] = [
                     None if blk.uniform else torch.zeros(blk.mask.shape, dtype=dtype, device=blk.mask.device)
-                    .masked_fill_(~blk.mask, neg)[:, None, None, :] for blk in layout.blocks]
+                    .masked_fill_(blk.padding, neg)[:, None, None, :] for blk in layout.blocks]
             else:
                 if isinstance(self._bias, Tensor) and not layout.grouped:  # the dense layout is the bias's own
                     raw = [self._bias[:, :, :blk.size, :blk.size] for blk in layout.blocks]
@@ -315,7 +318,7 @@ class AttentionPlan:
                     raw = [self._bias[blk.graphs][:, :, :blk.size, :blk.size] for blk in layout.blocks]
                 else:
                     raw = list(self._bias(layout))
-                biases = [b.to(dtype) if blk.uniform else b.to(dtype).masked_fill(~blk.mask[:, None, None, :], neg)
+                biases = [b.to(dtype) if blk.uniform else b.to(dtype).masked_fill(blk.padding[:, None, None, :], neg)
                           for b, blk in zip(raw, layout.blocks)]
             self._biases[key] = biases
         return self._biases[key]
