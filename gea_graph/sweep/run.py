@@ -135,7 +135,7 @@ def _record(previous: dict | None, out: Path, study: str, where: str, targets: S
                  "max_time_min": opts.max_time, "max_params": opts.max_params, "seed": opts.seed,
                  "jobs": opts.jobs, "threads": opts.threads, "pruner": opts.pruner, "sampler": opts.sampler,
                  "overrides": list(opts.overrides), "space_file": opts.space, "machine": machine,
-                 "recipes": {t.name: {"path": str(t.path.resolve()), "spec": spec, "study": t.study_name,
+                 "recipes": {t.name: {"path": _recorded_path(t.path), "spec": spec, "study": t.study_name,
                                       "metric": t.metric,
                                       "higher_is_better": t.higher_is_better} for t, spec in zip(targets, specs)}})
     info["invocations"].append({"start": _now(), "end": None, "load_average": [round(os.getloadavg()[0], 2)],
@@ -143,6 +143,16 @@ def _record(previous: dict | None, out: Path, study: str, where: str, targets: S
                                 "jobs": opts.jobs})
     write_json(out / SWEEP_FILE, info)
     return info
+
+
+def _recorded_path(path: Path) -> str:
+    # Relative to the working folder where the file lies under it, so that a committed sweep names no machine's
+    # folders (--report finds it from there, else by the recipe's name).
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
 
 
 def _run_workers(specs: Sequence[str], out: Path, study: str, url: str | None, opts: SweepOptions,

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,17 +135,21 @@ def _short(value: Any) -> str:
 def work(storage: optuna.storages.BaseStorage, targets: Sequence[Target], settings: Settings, out: Path,
          seed: int | None, overrides: Sequence[str], log: Callable[[str], None] = print,
          poll: float = 5.0) -> bool:
-    r"""Runs trials of each target's study until it holds ``settings.trials`` finished ones (waiting for trials
-    running elsewhere to finish, or to be failed as stale and retried here). Returns ``False`` when a target's trials
+    r"""Runs trials of each target's study until it holds ``settings.trials`` finished ones. While a study's last
+    trials run elsewhere it searches the other studies, then comes back to wait for them (or to retry one failed as
+    stale). Returns ``False`` when a target's trials
     failed :data:`MAX_FAILURES_IN_A_ROW` times in a row (the worker gives up on it; the error is logged)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # a line per trial, not Lightning's per run
     healthy = True
-    for target in targets:
+    queue = deque(targets)
+    failures = {target.name: 0 for target in targets}
+    idle_visits = 0  # visits in a row to studies whose last trials all run elsewhere
+    waiting_said: set[str] = set()
+    while queue:
+        target = queue.popleft()
         study = open_study(storage, target, settings, seed)
         objective = Objective(target, settings, out, overrides)
-        failures = 0
-        waiting_said = False
         while True:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -154,13 +159,20 @@ def work(storage: optuna.storages.BaseStorage, targets: Sequence[Target], settin
             if finished >= settings.trials:
                 break
             if finished + state[TrialState.RUNNING] >= settings.trials and not state[TrialState.WAITING]:
-                if not waiting_said:
+                # Its last trials run elsewhere: search the other studies meanwhile, and come back to this one
+                # (a stale trial is failed and retried here).
+                if target.name not in waiting_said:
+                    waiting_said.add(target.name)
                     log(f"[{target.name} {finished}/{settings.trials}] waiting for {state[TrialState.RUNNING]} "
                         f"trial(s) running elsewhere")
-                    waiting_said = True
-                time.sleep(poll)
-                continue
-            waiting_said = False
+                queue.append(target)
+                idle_visits += 1
+                if idle_visits >= len(queue):  # every study left is waiting
+                    time.sleep(poll)
+                    idle_visits = 0
+                break
+            idle_visits = 0
+            waiting_said.discard(target.name)
             objective.last = None
             study.optimize(objective, n_trials=1, catch=(Exception,),
                            callbacks=[optuna.study.MaxTrialsCallback(settings.trials, states=FINISHED)])
@@ -168,10 +180,10 @@ def work(storage: optuna.storages.BaseStorage, targets: Sequence[Target], settin
             if trial is None or str(trial.user_attrs.get("reason", "")).startswith("surplus"):
                 continue
             log(progress_line(study, trial, target, settings.trials))
-            failures = failures + 1 if trial.state == TrialState.FAIL else 0
-            if failures >= MAX_FAILURES_IN_A_ROW:
-                log(f"[{target.name}] {failures} trials failed in a row; this worker stops searching it (see the "
-                    f"reasons in trials.csv)")
+            failures[target.name] = failures[target.name] + 1 if trial.state == TrialState.FAIL else 0
+            if failures[target.name] >= MAX_FAILURES_IN_A_ROW:
+                log(f"[{target.name}] {failures[target.name]} trials failed in a row; this worker stops searching it "
+                    f"(see the reasons in trials.csv)")
                 healthy = False
                 break
     return healthy

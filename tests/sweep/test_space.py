@@ -3,6 +3,8 @@ code 2, before anything is written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -94,3 +96,12 @@ def test_a_recipe_without_a_space_is_refused(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--trials", "1"]) == 2
     assert "has no sweep: block" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_sweep_json_names_recipes_relative_to_the_working_folder(tmp_path, monkeypatch):
+    from gea_graph.sweep.run import _recorded_path
+
+    (tmp_path / "work" / "models").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+    assert _recorded_path(Path("models/r.yaml")) == str(Path("models/r.yaml"))
+    assert _recorded_path(tmp_path / "elsewhere.yaml") == str((tmp_path / "elsewhere.yaml").resolve())
