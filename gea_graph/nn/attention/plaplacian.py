@@ -17,6 +17,25 @@ def default_p(heads: int, low: float = 1.5, high: float = 2.5) -> list[float]:
     return [low] * half + ([2.0] if heads % 2 else []) + [high] * half
 
 
+def _fast_pow(x: Tensor, e: float) -> Tensor:
+    # x ** e for x > 0; quarter/half powers (the default p = 1.5 / 2.5 give e = -/+0.25) through sqrt/rsqrt, which
+    # are correctly rounded: a generic pow's vectorised and scalar loops round differently, so near the clamp (huge
+    # powers) a graph's output would depend on where its rows fall in the batch.
+    if e == 0.25:
+        return x.sqrt().sqrt()
+    if e == -0.25:
+        return x.sqrt().rsqrt()
+    if e == 0.5:
+        return x.sqrt()
+    if e == -0.5:
+        return x.rsqrt()
+    if e == 1.0:
+        return x
+    if e == -1.0:
+        return x.reciprocal()
+    return x.pow(e)
+
+
 class PLaplacianAttention(DenseAttentionBase):
     r"""The p-Laplacian attention of Nguyen et al., `"p-Laplacian Transformer"
     <https://arxiv.org/abs/2311.03235>`_ (Eqs. 11-12, Fig. 1): softmax weights re-weighted, per head, by a power of
@@ -94,7 +113,7 @@ class PLaplacianAttention(DenseAttentionBase):
         d2 = d2.clamp_min(self.eps)
         if exponent is None:
             return d2.pow(self.exponent.to(d2.dtype).view(1, -1, 1, 1))
-        return d2.pow(exponent)
+        return _fast_pow(d2, exponent)
 
     def squared_distances(self, v: Tensor) -> Tensor:
         r""":math:`\lVert \mathbf{v}_i - \mathbf{v}_j \rVert^2 + \epsilon` ``[B, H', N, N]`` (float32, or float64 for
