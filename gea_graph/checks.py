@@ -159,9 +159,13 @@ def name(value: Any, where: str = "") -> str:
     return value
 
 
+def _plain_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and not any(ord(c) < 32 for c in value)
+
+
 def text(value: Any, where: str = "") -> str:
     r"""Non-empty text without control characters (a file or folder name as typed)."""
-    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 for c in value):
+    if not _plain_text(value):
         raise bad(where, value, "a non-empty path without control characters")
     return value
 
@@ -297,7 +301,7 @@ def smiles_text(value: Any, where: str = "") -> str:
 
 def column(value: Any, where: str = "") -> str:
     r"""A column name of a CSV file: non-empty text without control characters."""
-    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 for c in value):
+    if not _plain_text(value):
         raise bad(where, value, "a column name (non-empty, without control characters)")
     return value
 
