@@ -15,19 +15,12 @@ import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 from torch_geometric.loader import DataLoader
 
 from gea_graph.models import build_model
 from gea_graph.train.data import load_datasets
+from gea_graph.train.metrics import loss_fn, prepare, resolve_task
 from gea_graph.train.recipe import load_recipe
-
-
-def loss_of(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if task in ("graph_multilabel", "graph_classification", "node_classification"):
-        return (F.binary_cross_entropy_with_logits(out, y.float()) if task == "graph_multilabel"
-                else F.cross_entropy(out, y.view(-1)))
-    return F.l1_loss(out.view(-1), y.view(-1).to(out.dtype))
 
 
 def main() -> None:
@@ -50,21 +43,23 @@ def main() -> None:
     for variant, recipe in recipes.items():
         torch.manual_seed(0)
         model = build_model(recipe.model)
-        runs[variant] = (model, torch.optim.AdamW(model.parameters(), lr=recipe.optim.lr), recipe.model.task)
+        loss = loss_fn(resolve_task(recipe.model, recipe.trainer.loss)[0])
+        runs[variant] = (model, torch.optim.AdamW(model.parameters(), lr=recipe.optim.lr), (recipe.model.task, loss))
 
-    def step(model, optimizer, task, batch) -> None:
+    def step(model, optimizer, task_loss, batch) -> None:
+        task, loss = task_loss
         optimizer.zero_grad()
         out = model(batch)
-        loss_of(task, out[0] if isinstance(out, tuple) else out, batch.y).backward()
+        loss(*prepare(out[0] if isinstance(out, tuple) else out, batch, task)).backward()
         optimizer.step()
 
     times: dict[str, list[float]] = {v: [] for v in runs}
     for _ in range(args.rounds):
-        for variant, (model, optimizer, task) in runs.items():
-            step(model, optimizer, task, batches[0])  # warm: the first step after a switch pays for the other's
+        for variant, (model, optimizer, task_loss) in runs.items():
+            step(model, optimizer, task_loss, batches[0])  # warm: the first step after a switch pays for the other's
             start = time.process_time()
             for batch in batches:
-                step(model, optimizer, task, batch)
+                step(model, optimizer, task_loss, batch)
             times[variant].append((time.process_time() - start) / len(batches) * 1e3)
     base = statistics.median(times[args.variant[0]])
     for variant, ms in times.items():
