@@ -15,11 +15,8 @@ step of a model would not sync on a GPU:
 It combines a :class:`~torch.utils._python_dispatch.TorchDispatchMode` (the ATen operations that sync:
 :data:`SYNC_OPS`, boolean-mask ``index`` / ``index_put_``, ``repeat_interleave`` without ``output_size``) with a
 :class:`~torch.overrides.TorchFunctionMode` (the tensor methods that copy to the host and never reach the dispatcher
-on CPU: :data:`SYNC_METHODS`). Work inside a custom operator (e.g. the packed attention's CPU kernel, which reads its
-``ptr`` on the CPU it runs on) is the kernel's own and is not counted. Each event records the operation and the
-innermost frame of ``gea_graph`` (or of the caller) that issued it. Code that reads a value on the host on CPU only
-(GEA's check for unshifted exponentials) takes its device-neutral path while a census counts (:func:`counting`), so
-that the census sees the path a GPU runs.
+on CPU: :data:`SYNC_METHODS`). Each event records the operation and the innermost frame of ``gea_graph`` (or of the
+caller) that issued it. The census only observes: code runs the same path with or without it.
 """
 from __future__ import annotations
 
@@ -48,14 +45,6 @@ SYNC_OPS: frozenset[str] = frozenset({
 
 #: Tensor methods that copy a tensor to the host (a sync on a GPU; not dispatched at all on CPU).
 SYNC_METHODS: frozenset[str] = frozenset({"tolist", "numpy", "cpu"})
-
-_active = 0  # censuses now counting
-
-
-def counting() -> bool:
-    r"""Whether a :class:`SyncCensus` is counting (CPU-only host reads then take their GPU path)."""
-    return _active > 0
-
 
 @dataclass(frozen=True)
 class SyncEvent:
@@ -179,17 +168,13 @@ class SyncCensus:
     def __enter__(self) -> Self:
         if self._modes is not None:
             raise RuntimeError("SyncCensus is already active")
-        global _active
         self._modes = (_Function(self), _Dispatch(self))
         for mode in self._modes:
             mode.__enter__()
-        _active += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _active
         assert self._modes is not None
-        _active -= 1
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
         self._modes = None

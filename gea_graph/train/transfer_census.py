@@ -24,7 +24,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gea_graph.nn.sync_census import SYNC_METHODS, SyncCensus, output_read
+from gea_graph.nn.sync_census import SYNC_METHODS, output_read
 
 #: ATen operations that make a tensor from host data (a host-to-device copy when the step runs on a GPU).
 FROM_HOST_OPS: frozenset[str] = frozenset({"aten.lift_fresh.default", "aten.lift_fresh_copy.default"})
@@ -166,9 +166,8 @@ def step_transfers(loss_of: Callable[[], torch.Tensor], parameters: list[torch.n
     r"""The transfers of one whole training step: ``loss_of()`` (forward and loss), backward, gradient clipping to
     :obj:`clip` (``clip_grad_norm_``, as Lightning's ``gradient_clip_val``), the optimiser's step, the schedule's
     step and zeroing the gradients. Run a step or two before it so that lazily created state (the optimiser's) is in
-    place, as in a steady-state step. A :class:`~gea_graph.nn.sync_census.SyncCensus` runs alongside, so that code
-    with a CPU-only host read takes the path a GPU runs (see that module)."""
-    with TransferCensus() as census, SyncCensus():
+    place, as in a steady-state step."""
+    with TransferCensus() as census:
         loss = loss_of()
         loss.backward()
         if clip:

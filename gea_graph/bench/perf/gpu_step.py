@@ -100,15 +100,12 @@ def _reference(device: torch.device):
 
 
 def _operators(side) -> int:
-    from gea_graph.nn.sync_census import SyncCensus
-
     _, loss_of, optimizer, _, _ = side
     for _ in range(2):  # the optimiser's state in place: a steady-state step
         loss_of().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    # under a sync census, code with a CPU-only path takes the one a GPU runs (gea_graph.nn.sync_census)
-    with SyncCensus(), _OperatorCount() as count:
+    with _OperatorCount() as count:
         loss_of().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
