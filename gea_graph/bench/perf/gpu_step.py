@@ -2,10 +2,12 @@ r"""Rows of the performance suite for training at the GPU's limit (issue 47): th
 
 On CPU (``gea-graph perf --quick``), what decides a GPU step's speed can be counted exactly:
 
-* ``training step operators [geaet-zinc, batch 32]``: the ATen operators of one training step (forward, masked loss,
-  backward, optimiser) of the ZINC GEAET recipe on a fixed-size batch of 32 ZINC-sized molecules, with the paths a
-  GPU runs (the padded attention layout, fused AdamW), against PyG's GPS example (``pyg-gps-zinc``: its loss, AdamW
-  with ``foreach``, as on a GPU). On a GPU each operator costs host time whatever its size.
+* ``training step operators [geaet-zinc, batch 32]``: the ATen operators of one eager training step (forward, masked
+  loss, backward, optimiser) of the ZINC GEAET recipe on 32 ZINC-sized molecules, as a GPU runs it without capture
+  (the padded attention layout, fused AdamW, batches at their own size: ``trainer.fixed_size: auto`` pads only a
+  captured step), against PyG's GPS example (``pyg-gps-zinc``: its loss, AdamW with ``foreach``, as on a GPU). On a
+  GPU each launched operator costs host time whatever its size. The note gives the count of the fixed-size step
+  too, which ``reduce-overhead`` replays as one CUDA graph instead of launching its operators.
 * ``host syncs per training step [geaet-zinc, batch 32]``: host-device transfers of the whole step, both directions
   (:func:`gea_graph.train.transfer_census.step_transfers`: forward, loss, backward, clipping, optimiser, schedule),
   ours against the same count of PyG's example; ours must be 0.
@@ -33,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gea_graph.bench.perf.compiled import zinc_model_batch
 from gea_graph.bench.perf.core import Row, Settings, Target
+from gea_graph.models.networks import host_sizes
 
 BATCH = 32
 
@@ -56,27 +59,33 @@ class _OperatorCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _ours(device: torch.device):
-    # The geaet-zinc step as a fixed-size GPU run makes it: padded batch, masked loss, fused capturable AdamW.
+def _ours(device: torch.device, fixed: bool):
+    # The geaet-zinc step as a GPU run makes it: eager at the batch's own size, or padded to a fixed size as the
+    # captured step is; masked loss, fused capturable AdamW.
     from gea_graph.train import fixed_size, load_recipe
     from gea_graph.train.module import GraphTask, build_optimizer, cosine_with_warmup
 
     # attn_impl dense: the padded attention layout a GPU runs (a CPU would pick the grouped blocks)
-    recipe = load_recipe("geaet-zinc", ["model.attn_impl=dense", "trainer.fixed_size=true"])
+    recipe = load_recipe("geaet-zinc", ["model.attn_impl=dense", f"trainer.fixed_size={str(fixed).lower()}"])
     raw = recipe.to_dict()
     torch.manual_seed(0)
     task = GraphTask(raw).to(device).train()
     batch = _zinc_batch(recipe.data.pe, torch.device("cpu"))
-    counts = batch.ptr.diff().numpy()
-    edges = batch._slice_dict["edge_index"].diff().numpy()
-    shape = fixed_size.plan_shapes(counts, edges, BATCH)[-1]
-    padded = fixed_size.pad_batch(batch, shape).to(device)
+    if fixed:
+        counts = batch.ptr.diff().numpy()
+        edges = batch._slice_dict["edge_index"].diff().numpy()
+        shape = fixed_size.plan_shapes(counts, edges, BATCH)[-1]
+        batch = fixed_size.pad_batch(batch, shape)
+        sizes = {"max_num_nodes": shape.max_nodes}
+    else:
+        sizes = host_sizes(batch)
+    batch = batch.to(device)
     optimizer = build_optimizer(task.parameters(), recipe.optim, fused=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(5, 2000))
 
     def loss_of() -> torch.Tensor:
-        padded.__dict__["_gea_host_sizes"] = {"max_num_nodes": shape.max_nodes}  # what the loop reads on the host
-        return task.training_step(padded, 0)
+        batch.__dict__["_gea_host_sizes"] = sizes  # what the loop reads on the host
+        return task.training_step(batch, 0)
 
     return task, loss_of, optimizer, scheduler, recipe.optim.clip
 
@@ -125,11 +134,12 @@ def _transfers(side):
 def step_rows(settings: Settings) -> list[Row]:
     r"""The operator and host-transfer counts of one training step, ours against PyG's GPS example."""
     device = settings.device
-    ours_ops, ref_ops = _operators(_ours(device)), _operators(_reference(device))
+    ours_ops, ref_ops = _operators(_ours(device, fixed=False)), _operators(_reference(device))
+    captured_ops = _operators(_ours(device, fixed=True))
     rows = [Row(f"training step operators [geaet-zinc, batch {BATCH}]", ours_ops, ref_ops, "operators",
-                Target("<=", 1.0), "forward + masked loss + backward + optimiser; fixed-size batch, fused AdamW; "
-                "pyg-gps-zinc: PyG's example step, AdamW foreach")]
-    ours, ref = _transfers(_ours(device)), _transfers(_reference(device))
+                Target("<=", 1.0), "forward + masked loss + backward + optimiser, eager; fused AdamW; pyg-gps-zinc: "
+                f"PyG's example step, AdamW foreach; the fixed-size step, replayed as one CUDA graph: {captured_ops}")]
+    ours, ref = _transfers(_ours(device, fixed=True)), _transfers(_reference(device))
     way, ref_way = ours.by_direction(), ref.by_direction()
     note = (f"whole step (forward, loss, backward, clip, AdamW, schedule); ours d2h {way['device->host']} h2d "
             f"{way['host->device']}; pyg-gps-zinc d2h {ref_way['device->host']} h2d {ref_way['host->device']}")
