@@ -152,7 +152,7 @@ def measure(label: str, command: Sequence[str], disk: str | os.PathLike, interva
         raise ValueError(f"interval must be positive, got {interval}")
     disk = Path(disk)
     result = Measurement(label, list(command), interval_s=interval, disk_path=str(disk),
-                         started_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         started_utc=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                          load_average_before=load_average())
     me = os.getpid()
     mine = _cmdline("self")

@@ -36,7 +36,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gea_graph import checks
@@ -277,7 +277,7 @@ def record_run(info: dict, run: BenchRun, settings: dict, overrides: Sequence[st
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def prepare_data(runs: Sequence[BenchRun], log=print) -> None:
