@@ -243,6 +243,15 @@ def _pm(values: list[float]) -> str:
     return f"{mean:.4f} ± {std:.4f}"
 
 
+def epochs_column(runs: list[dict]) -> str:
+    r"""The epochs of a recipe's runs, one per seed: ``8/8``; ``2 of 8\*/8`` where a time cap ended a run early, and
+    ``2/3 of 8\*`` where it ended every run of the same plan."""
+    planned = {r.get("epochs_planned") for r in runs}
+    if len(planned) == 1 and all(r.get("cut_by_time_cap") for r in runs):
+        return "/".join(str(r["epochs"]) for r in runs) + f" of {planned.pop() or '?'}\\*"
+    return "/".join(epochs_cell(r) for r in runs)
+
+
 def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
     r"""The table of a bench (one line per recipe, best test mean first) and the test mean of each recipe."""
     groups: dict[str, list[dict]] = {}
@@ -260,7 +269,7 @@ def leaderboard(bench: Bench) -> tuple[list[str], dict[str, float]]:
     for rank, name in enumerate(sorted(groups, key=lambda n: sign * means[n]), 1):
         runs = groups[name]
         label = f"{name} (PyG peer)" if name.startswith("pyg-") else name
-        epochs = "/".join(epochs_cell(r) for r in runs)  # 2 of 8\*: ended by the time cap before its epochs
+        epochs = epochs_column(runs)
         best = "/".join(str(r["best_epoch"] + 1) for r in runs)
         minutes = mean_std([r["train_time_s"] / 60 for r in runs])[0]
         memory = max(r["peak_memory_mb"] for r in runs)

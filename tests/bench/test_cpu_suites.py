@@ -389,3 +389,12 @@ def test_the_page_says_what_a_commit_of_the_bench_did_differently_until_it_is_re
 
     assert page_of("abc1234", "def5678", "abc1234").count("- made on commit abc1234: the cap ran late") == 1
     assert not [line for line in page_of("def5678") if "made on commit" in line]
+
+
+def test_results_page_epochs_column_names_the_plan_once_when_every_run_was_cut():
+    column = _make_results().epochs_column
+    cut = {"cut_by_time_cap": True, "epochs_planned": 1000}
+    assert column([{"epochs": 28, **cut}, {"epochs": 27, **cut}]) == "28/27 of 1000\\*"
+    assert column([{"epochs": 2, "cut_by_time_cap": True, "epochs_planned": 8}, {"epochs": 8, "epochs_planned": 8}]) \
+        == "2 of 8\\*/8"
+    assert column([{"epochs": 8}, {"epochs": 8}]) == "8/8"
