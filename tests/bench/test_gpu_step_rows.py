@@ -20,4 +20,3 @@ def test_step_rows_count_the_eager_step_and_the_captured_steps_host_contact():
     # the captured step makes no host contact; PyG's example step makes some (AdamW's step counters on the host)
     assert syncs.ours == 0 and syncs.met
     assert syncs.reference > 0
-

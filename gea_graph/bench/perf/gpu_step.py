@@ -134,12 +134,13 @@ def _transfers(side):
 def step_rows(settings: Settings) -> list[Row]:
     r"""The operator and host-transfer counts of one training step, ours against PyG's GPS example."""
     device = settings.device
-    ours_ops, ref_ops = _operators(_ours(device, fixed=False)), _operators(_reference(device))
-    captured_ops = _operators(_ours(device, fixed=True))
+    captured, reference = _ours(device, fixed=True), _reference(device)  # each side built once for both rows
+    ours_ops, ref_ops = _operators(_ours(device, fixed=False)), _operators(reference)
+    captured_ops = _operators(captured)
     rows = [Row(f"training step operators [geaet-zinc, batch {BATCH}]", ours_ops, ref_ops, "operators",
                 Target("<=", 1.0), "forward + masked loss + backward + optimiser, eager; fused AdamW; pyg-gps-zinc: "
                 f"PyG's example step, AdamW foreach; the fixed-size step, replayed as one CUDA graph: {captured_ops}")]
-    ours, ref = _transfers(_ours(device, fixed=True)), _transfers(_reference(device))
+    ours, ref = _transfers(captured), _transfers(reference)
     way, ref_way = ours.by_direction(), ref.by_direction()
     note = (f"whole step (forward, loss, backward, clip, AdamW, schedule); ours d2h {way['device->host']} h2d "
             f"{way['host->device']}; pyg-gps-zinc d2h {ref_way['device->host']} h2d {ref_way['host->device']}")
