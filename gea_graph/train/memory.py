@@ -1,15 +1,16 @@
 r"""Bounding the resident memory of a CPU training run.
 
 A training step on CPU allocates and frees many tensors whose sizes change with every mini-batch (its node and edge
-counts). glibc's allocator serves them from its heap and returns freed memory to the system only from the heap's
-top, so the heap fragments and a long run keeps far more resident than it uses between steps.
-:class:`ReleaseFreeHeap` hands the free pages inside the heap back (glibc's ``malloc_trim(0)``). Pages used again are
-faulted back in, which is what a release costs, so it runs every :data:`TRIM_EVERY` steps, around each evaluation,
-and, where a recipe sets ``trainer.release_memory_above``, after any step that leaves the resident set above that
-many MiB: a bound that pays only for the releases it needs. A recipe's ``trainer.release_memory_every`` sets the
-interval (``null``: none). At the same time the pages of the dataset's store files leave the resident set
-(:func:`gea_graph.data.store.release_mapped_pages`); they stay in the page cache. The library sets no process-wide
-allocator or heap setting (``docs/performance.md``, "Memory of a CPU run").
+counts). glibc's allocator serves them from its heap and returns freed memory to the system only from the heap's top, so
+the heap fragments and a long run keeps far more resident than it uses between steps. :class:`ReleaseFreeHeap` hands the
+free pages inside the heap back (glibc's ``malloc_trim(0)``). Pages used again are faulted back in, which is what a
+release costs, so it runs every :data:`TRIM_EVERY` steps, around each evaluation, and, where a recipe sets
+``trainer.release_memory_above``, after any step, training or evaluation, that leaves the resident set above that many
+MiB: a bound that pays only for the releases it needs. An evaluation needs the bound as much as training: without it,
+the heap of a Peptides-func evaluation grows by hundreds of MiB of free memory. A recipe's
+``trainer.release_memory_every`` sets the interval (``null``: none). At the same time the pages of the dataset's store
+files leave the resident set (:func:`gea_graph.data.store.release_mapped_pages`); they stay in the page cache. The
+library sets no process-wide allocator or heap setting (``docs/performance.md``, "Memory of a CPU run").
 """
 from __future__ import annotations
 
@@ -78,12 +79,12 @@ def release_free_heap() -> bool:
 
 
 class ReleaseFreeHeap(Callback):
-    r"""Calls :func:`release_free_heap` and :func:`~gea_graph.data.store.release_mapped_pages` every ``every``
-    training steps (``None``: never by the step count), after any training step that leaves the resident set above
-    ``above_mib`` MiB (:func:`resident_mib`; ``None``: no bound; no effect where the resident set cannot be read),
-    and before and after each validation (see the module doc). Each process of a multi-process run decides for
-    itself. On a GPU the tensors live in CUDA's caching allocator and the host heap stays small; the call is then
-    cheap and harmless. :attr:`calls` counts the releases."""
+    r"""Calls :func:`release_free_heap` and :func:`~gea_graph.data.store.release_mapped_pages` every ``every`` training
+    steps (``None``: never by the step count), after any step (training, validation or test) that leaves the
+    resident set above ``above_mib`` MiB (:func:`resident_mib`; ``None``: no bound; no effect where the resident set
+    cannot be read), and before and after each validation (see the module doc). Each process of a multi-process run
+    decides for itself. On a GPU the tensors live in CUDA's caching allocator and the host heap stays small; the
+    call is then cheap and harmless. :attr:`calls` counts the releases."""
 
     def __init__(self, every: int | None = TRIM_EVERY, above_mib: float | None = None) -> None:
         if every is not None and every < 1:
@@ -99,16 +100,24 @@ class ReleaseFreeHeap(Callback):
         if release_free_heap():
             self.calls += 1
 
-    def _due(self, batch_idx: int) -> bool:
-        if self.every is not None and (batch_idx + 1) % self.every == 0:
-            return True
+    def _above_bound(self) -> bool:
         if self.above_mib is None:
             return False
         resident = resident_mib()
         return resident is not None and resident > self.above_mib
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self._due(batch_idx):
+        if self.every is not None and (batch_idx + 1) % self.every == 0 or self._above_bound():
+            self._release()
+
+    def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+                                dataloader_idx: int = 0) -> None:
+        if self._above_bound():
+            self._release()
+
+    def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+                          dataloader_idx: int = 0) -> None:
+        if self._above_bound():
             self._release()
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:

@@ -57,19 +57,38 @@ def test_recipe_sets_how_often_the_run_releases_the_heap(tmp_path: Path, monkeyp
 
 def test_a_bound_releases_after_exactly_the_steps_that_leave_more_resident(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch):
-    # the resident set after each of the 8 steps (16 training graphs at batch 2)
+    # the resident set after each of the 8 training steps (16 training graphs at batch 2), then after each of the
+    # validation's 2 steps (one batch of the 2 val graphs, one of the 2 test graphs)
     readings = [900.0, 1500.0, 1000.0, 1000.0, 2000.0, 1600.0, 999.0, 1001.0]
+    evaluation = [1200.0, 800.0]
     read: list[float] = []
     released_after: list[int] = []  # the number of readings when each release came
-    monkeypatch.setattr(memory, "resident_mib", lambda: read.append(readings[len(read)]) or read[-1])
+    monkeypatch.setattr(memory, "resident_mib", lambda: read.append((readings + evaluation)[len(read)]) or read[-1])
     monkeypatch.setattr(memory, "release_free_heap", lambda: released_after.append(len(read)) or True)
     raw = json.loads(json.dumps(FAKE))
     raw["trainer"].update(release_memory_every=None, release_memory_above=1000)
     fit(recipe_from_dict(raw, name="fake"), tmp_path / "run", progress=False, verbose=False, accelerator="cpu",
         devices=1)
-    assert read == readings  # once after every step, never around the validation
-    # after steps 2, 5, 6 and 8 (above 1000 MiB), and before and after the validation (after the 8th step)
-    assert released_after == [2, 5, 6, 8, 8, 8]
+    assert read == readings + evaluation  # once after every step, training or evaluation
+    # after training steps 2, 5, 6 and 8 (above 1000 MiB); before the validation (after the 8th step); after its
+    # val step; after the validation
+    assert released_after == [2, 5, 6, 8, 8, 9, 10]
+
+
+def test_the_bound_holds_in_evaluation(monkeypatch: pytest.MonkeyPatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "release_mapped_pages", lambda: 0)
+    monkeypatch.setattr(memory, "resident_mib", lambda: 3000.0)
+    callback = memory.ReleaseFreeHeap(every=2, above_mib=2048)
+    callback.on_validation_batch_end(None, None, None, None, 0)
+    callback.on_validation_batch_end(None, None, None, None, 1, dataloader_idx=1)
+    callback.on_test_batch_end(None, None, None, None, 0)
+    assert callback.calls == len(calls) == 3
+    monkeypatch.setattr(memory, "resident_mib", lambda: 1000.0)
+    callback.on_validation_batch_end(None, None, None, None, 1)  # the interval counts training steps only
+    callback.on_test_batch_end(None, None, None, None, 1)
+    assert callback.calls == 3
 
 
 def test_a_bound_of_none_and_no_interval_release_around_the_validation_only(tmp_path: Path,
