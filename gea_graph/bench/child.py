@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
 def gea_graph_command(*args: str) -> list[str]:
     r"""``[python, -m, gea_graph, *args]`` with this process's interpreter (run it with :func:`child_env`)."""
     return [sys.executable, "-m", "gea_graph", *args]
+
+
+def option_words(options: Iterable[tuple[str, object]], overrides: Iterable[str] = ()) -> list[str]:
+    r"""The command-line words of ``(flag, value)`` pairs, skipping ``None`` values and writing floats as ``%g``
+    (``30.0`` as ``30``), then ``--set ITEM`` for every recipe override."""
+    words: list[str] = []
+    for flag, value in options:
+        if value is not None:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for item in overrides:
+        words += ["--set", item]
+    return words
 
 
 def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

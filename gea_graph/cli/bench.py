@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from gea_graph import checks
+from gea_graph.bench.child import option_words
 from gea_graph.cli import arg, names
 from gea_graph.cli.train import MAX_THREADS, add_common_trainer_args, devices_text
 
@@ -61,12 +62,8 @@ def command_line(args: argparse.Namespace) -> str:
     for flag, value in (("--seeds", args.seeds), ("--depths", args.depths)):
         if value:
             words += [flag, ",".join(map(str, value))]
-    for flag, value in (("--max-time", args.max_time), ("--stop-after", args.stop_after), ("--jobs", args.jobs),
-                        ("--threads", args.threads), ("--out", args.out)):
-        if value is not None:
-            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    for override in args.overrides:
-        words += ["--set", override]
+    words += option_words((("--max-time", args.max_time), ("--stop-after", args.stop_after), ("--jobs", args.jobs),
+                           ("--threads", args.threads), ("--out", args.out)), args.overrides)
     if args.accelerator != "auto":
         words += ["--accelerator", args.accelerator]
     return " ".join(words)

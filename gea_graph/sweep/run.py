@@ -16,7 +16,7 @@ from pathlib import Path
 import optuna
 from optuna.distributions import json_to_distribution
 
-from gea_graph.bench.child import child_env, gea_graph_command
+from gea_graph.bench.child import child_env, gea_graph_command, option_words
 from gea_graph.bench.runner import _now, code_version, device_label, machine_info, run_bench
 from gea_graph.io import ensure_folder, write_json
 from gea_graph.sweep.report import CONFIRM_DIR, write_reports
@@ -166,12 +166,8 @@ def _run_workers(specs: Sequence[str], out: Path, study: str, url: str | None, o
     cmd = gea_graph_command("sweep", ",".join(specs), "--out", str(out), "--trials", str(opts.trials),
                             "--study", study, "--heartbeat", f"{opts.heartbeat:g}", "--pruner", opts.pruner,
                             "--sampler", opts.sampler, "--worker")
-    for flag, value in (("--max-time", opts.max_time), ("--max-params", opts.max_params), ("--seed", opts.seed),
-                        ("--space", opts.space), ("--threads", opts.threads)):
-        if value is not None:
-            cmd += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    for item in opts.overrides:
-        cmd += ["--set", item]
+    cmd += option_words((("--max-time", opts.max_time), ("--max-params", opts.max_params), ("--seed", opts.seed),
+                         ("--space", opts.space), ("--threads", opts.threads)), opts.overrides)
     env = child_env()
     env.pop(STORAGE_ENV, None)
     if url is not None:  # a shared storage; without it, each worker opens DIR's embedded store

@@ -10,6 +10,7 @@ dotted paths whose values are parsed as YAML (so ``64`` is an int, ``1e-3`` a fl
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import types
 import typing
@@ -461,7 +462,10 @@ def resolve_recipe(spec: str | os.PathLike) -> Path:
             candidate = folder / f"{spec}{suffix}"
             if candidate.is_file():
                 return candidate
-    raise RecipeError(f"no recipe named {str(spec)!r} in {', '.join(str(d) for d in recipe_dirs())}")
+    folders = ", ".join(dict.fromkeys(str(d) for d in recipe_dirs()))  # ./models is often the packaged folder
+    close = difflib.get_close_matches(str(spec), available_recipes(), n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise RecipeError(f"no recipe named {str(spec)!r} in {folders}{hint}")
 
 
 def recipe_source(path: str | os.PathLike) -> str:

@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 import gea_graph
-from gea_graph.bench.child import child_env, gea_graph_command
-from gea_graph.cli import main
+from gea_graph.bench.child import child_env, gea_graph_command, option_words
+from gea_graph.cli import build_parser, main
+from gea_graph.cli.bench import command_line
 
 needs_safe_path = pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH needs Python >= 3.11")
 
@@ -39,6 +40,19 @@ def test_child_env_keeps_the_environment_and_puts_this_package_first():
     assert gea_graph.__file__.startswith(top) and rest == "/somewhere"
     assert env["KEEP"] == "1" and env["PYTHONSAFEPATH"] == "1"
     assert gea_graph_command("train", "x") == [sys.executable, "-m", "gea_graph", "train", "x"]
+
+
+def test_option_words_skip_unset_options_and_write_floats_short():
+    assert option_words((("--max-time", 30.0), ("--seed", None), ("--jobs", 2), ("--x", 0.25)), ["a.b=1", "c=2"]) == [
+        "--max-time", "30", "--jobs", "2", "--x", "0.25", "--set", "a.b=1", "--set", "c=2"]
+    assert option_words(()) == []
+
+
+def test_a_bench_records_its_command_as_typed():
+    args = build_parser().parse_args(["bench", "--recipes", "geaet-zinc-quick", "--seeds", "0,1", "--max-time", "2.5",
+                                      "--jobs", "2", "--set", "trainer.max_epochs=3", "--accelerator", "cpu"])
+    assert command_line(args) == ("gea-graph bench --recipes geaet-zinc-quick --seeds 0,1 --max-time 2.5 --jobs 2 "
+                                  "--set trainer.max_epochs=3 --accelerator cpu")
 
 
 @needs_safe_path

@@ -83,8 +83,13 @@ def test_unknown_and_missing_keys_name_key_and_file(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(RecipeError, match=r"typo\.yaml.*missing required key 'model\.task'"):
         load_recipe(path)
-    with pytest.raises(RecipeError, match="no recipe named"):
+    with pytest.raises(RecipeError, match="no recipe named") as refused:
         load_recipe("no-such-recipe")
+    assert "did you mean" not in str(refused.value)
+    with pytest.raises(RecipeError, match=r"; did you mean geaet-zinc-quick or ") as refused:
+        load_recipe("geaet-zink-quick")  # a typo: the nearest names
+    folders = str(refused.value).split(" in ", 1)[1].split(";")[0].split(", ")
+    assert len(folders) == len(set(folders))  # each searched folder named once
 
 
 def test_overrides_are_typed(tmp_path):
