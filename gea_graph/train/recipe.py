@@ -441,13 +441,19 @@ def _check_graphormer_data(pe: str | None, model: ModelConfig) -> None:
 # -- locating -------------------------------------------------------------------------------------------------------
 
 
+def packaged_recipe_dir() -> Path:
+    r"""The recipes that come with gea-graph: ``gea_graph/recipes`` in an installed wheel (``setup.py`` packs
+    ``models/`` there), else the ``models/`` folder of the checkout holding this package (an editable install)."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "recipes"
+    return installed if installed.is_dir() else package.parent / "models"
+
+
 def recipe_dirs() -> list[Path]:
-    r"""Folders searched for recipe names: ``$GEA_GRAPH_RECIPES`` (``os.pathsep``-separated), ``./models`` and the
-    ``models/`` folder of the repository holding this package."""
+    r"""Folders searched for recipe names, first to last: ``$GEA_GRAPH_RECIPES`` (``os.pathsep``-separated),
+    ``./models`` and :func:`packaged_recipe_dir`."""
     dirs = [Path(p) for p in os.environ.get(RECIPE_DIR_ENV, "").split(os.pathsep) if p]
-    dirs.append(Path.cwd() / "models")
-    dirs.append(Path(__file__).resolve().parents[2] / "models")
-    return dirs
+    return [*dirs, Path.cwd() / "models", packaged_recipe_dir()]
 
 
 def resolve_recipe(spec: str | os.PathLike) -> Path:
@@ -473,7 +479,7 @@ def recipe_source(path: str | os.PathLike) -> str:
     ``$GEA_GRAPH_RECIPES`` comes first), for the user to see which file runs. Recipes are trusted input: a recipe
     from someone else chooses data files and dataset classes, so read it before running it."""
     path = Path(path).resolve()
-    packaged = (recipe_dirs()[-1] / path.name).resolve()
+    packaged = (packaged_recipe_dir() / path.name).resolve()
     shadow = f" (shadows the packaged {packaged})" if packaged.is_file() and packaged != path else ""
     return f"{path}{shadow}"
 
