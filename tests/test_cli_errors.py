@@ -70,6 +70,8 @@ CASES = [
     ("override after option", ["train", "gin-tree-r2", "--out", "{tmp}/r5", "optim.lr=-1"], "optim.lr: -1.0"),
     ("info nosuch", ["info", "nosuch"], "no recipe named 'nosuch'"),
     ("recipe typo", ["info", "geaet-zink-quick"], "no recipe named 'geaet-zink-quick' in "),
+    ("info without a recipe", ["info"], "give a recipe (gea-graph info --list names them)"),
+    ("info list and a recipe", ["info", "--list", "geaet-zinc"], "--list takes no recipe"),
     ("viz dataset", ["viz", "{tmp}/tree.ckpt", "--dataset", "nosuch", "--out", "{tmp}/x.png"],
      "argument --dataset: 'nosuch' is not known; it must be one of zinc"),
     ("diagnose out file", ["diagnose", "{tmp}/tree.ckpt", "--dataset", "tree-r2", "--out", "{tmp}/a-file"],

@@ -50,6 +50,18 @@ def test_listing_datasets_imports_no_heavy_library(tmp_path):
     assert heavy == [], heavy
 
 
+def test_listing_recipes_imports_no_heavy_library():
+    # every recipe by name, read from its YAML: its dataset and positional encoding, and the paper row it copies
+    proc, heavy = loaded_by("info", "--list")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
+    assert sorted(rows) == sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
+    paper = "GraphGPS (Rampasek et al., 2022), Table 2 (GPS, ZINC)"
+    assert rows["gps-zinc"].split(None, 3)[1:] == ["zinc", "(rw:20)", paper]  # a paper row: its source
+    assert "A few-minute CPU version" in rows["geaet-zinc-quick"]  # no paper row: the start of its description
+    assert heavy == [], heavy
+
+
 @pytest.mark.parametrize("recipe", ["geaet-zinc-quick", "gcn-peptides-func"])
 def test_info_imports_torch_and_pyg_only(recipe):
     # building the model needs torch and PyG's layers; no trainer, metric, dataset, plotting or search library. A
