@@ -71,6 +71,7 @@ CASES = [
     ("info nosuch", ["info", "nosuch"], "no recipe named 'nosuch'"),
     ("recipe typo", ["info", "geaet-zink-quick"], "no recipe named 'geaet-zink-quick' in "),
     ("info without a recipe", ["info"], "give a recipe (gea-graph info --list names them)"),
+    ("train without a recipe", ["train"], "the following arguments are required: recipe ("),  # not `overrides`
     ("info list and a recipe", ["info", "--list", "geaet-zinc"], "--list takes no recipe"),
     ("viz dataset", ["viz", "{tmp}/tree.ckpt", "--dataset", "nosuch", "--out", "{tmp}/x.png"],
      "argument --dataset: 'nosuch' is not known; it must be one of zinc"),

@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipe", type=arg(names.recipe_spec),
                         help="recipe name (in models/) or path to a recipe YAML")
-    parser.add_argument("overrides", nargs="*", type=arg(checks.override),
+    parser.add_argument("overrides", nargs="*", default=[], type=arg(checks.override),
                         help="dotted overrides, e.g. model.hidden=64 trainer.max_epochs=5")
     parser.add_argument("--out", type=arg(checks.output_folder), default=None,
                         help="run directory (default: runs/<recipe>/seed<seed>)")
