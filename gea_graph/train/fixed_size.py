@@ -29,6 +29,7 @@ Example::
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -223,7 +224,8 @@ def pad_batch(batch: Batch, shape: FixedShape, kinds: dict[str, str] | None = No
     loops = n + torch.arange(pad_edges, dtype=torch.long, device=device) % pad_nodes
     starts = n + torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])  # first node of each padding graph
     starts_d = n + torch.cat([counts_d.new_zeros(1), counts_d.cumsum(0)[:-1]])
-    out = batch.clone()
+    out = copy.copy(batch)  # every padded field is a new tensor: no copy of the batch's own tensors
+    out._slice_dict, out._inc_dict = dict(batch._slice_dict), dict(batch._inc_dict)  # written below
     graph_rows = torch.arange(b, shape.graphs, device=device).repeat_interleave(counts_d, output_size=pad_nodes)
     for key, kind in kinds.items():
         value = batch[key]

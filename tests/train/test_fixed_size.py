@@ -96,7 +96,18 @@ def test_padded_batch_gives_the_unpadded_outputs_loss_and_gradients(name):
 def test_pad_batch_layout():
     recipe = load_recipe("gatedgcn-zinc-cpu")
     batch = synthetic_batch(recipe.model, recipe.data.pe, SIZES, seed=0)
+    before = copy.deepcopy(batch)
     padded = pad_batch(batch, SHAPE)
+    # the batch itself is left as it was: its fields, slice and increment records, and graph count
+    assert batch.keys() == before.keys() and batch.num_graphs == before.num_graphs == len(SIZES)
+    for key, value in before:  # a PyG batch iterates over its (key, value) pairs
+        assert torch.equal(batch[key], value), key
+
+    def records(d):
+        return {k: v.tolist() for k, v in d.items() if isinstance(v, torch.Tensor)}
+
+    assert records(batch._slice_dict) == records(before._slice_dict)
+    assert records(batch._inc_dict) == records(before._inc_dict)
     counts = padded.ptr.diff()
     assert counts[:len(SIZES)].tolist() == list(SIZES)
     assert (counts[len(SIZES):] >= 1).all() and (counts <= SHAPE.max_nodes).all()  # no empty padding graph
