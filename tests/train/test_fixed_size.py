@@ -101,7 +101,7 @@ def test_pad_batch_layout():
     # the batch itself is left as it was: its fields, slice and increment records, and graph count
     assert batch.keys() == before.keys() and batch.num_graphs == before.num_graphs == len(SIZES)
     for key, value in before:  # a PyG batch iterates over its (key, value) pairs
-        assert torch.equal(batch[key], value), key
+        assert torch.equal(batch[key], value) if isinstance(value, torch.Tensor) else batch[key] == value, key
 
     def records(d):
         return {k: v.tolist() for k, v in d.items() if isinstance(v, torch.Tensor)}
