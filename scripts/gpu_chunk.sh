@@ -1,7 +1,8 @@
 #!/bin/bash
 # One chunk of GPU work on a lent GPU machine, at most 9 minutes (docs/results.md, "GPU work in chunks"):
 #   1. `gea-graph selfcheck --device cuda` (the "captured step = eager" check among them),
-#   2. the CUDA perf rows of issue 47 (`gea-graph perf --quick --device cuda --only gpu`),
+#   2. the CUDA perf rows of issue 47 (`gea-graph perf --quick --device cuda --only gpu`; their datasets are
+#      prepared before, each row is saved as soon as it is measured),
 #   3. the next chunk of a GPU queue item, trained with the fast step (trainer.compile=reduce-overhead, which pads
 #      every batch to a fixed shape: trainer.fixed_size auto).
 #
@@ -38,22 +39,26 @@ python3 -c "import torch, torch_geometric, lightning, rdkit, ogb; print('torch',
 torch_geometric.__version__, '| Lightning', lightning.__version__, '| RDKit', rdkit.__version__, '|',
 torch.cuda.get_device_name(0))" 2>&1 | tee $SCRATCH/check/env.txt
 export GEA_GRAPH_MIRROR=$PWD/gpu-carry/mirror GEA_GRAPH_DATA=$SCRATCH/gpu-data/datasets
+# The data first: the queue's and, with perf, that of the CUDA rows' recipes (so no row builds a dataset on its clock)
+PREPARE=${RECIPES//,/ }
+[[ $EXTRAS == *" perf "* ]] && PREPARE="$PREPARE geaet-zinc pyg-gps-zinc gcn-geanet-peptides-func"
+python3 -c "import sys; from gea_graph.train import load_recipe
+for d in sorted({(r.data.name, r.data.pe or '') for r in map(load_recipe, sys.argv[1:])}): print(*d)" $PREPARE |
+while read -r name pe; do
+  gea-graph data prepare "$name" ${pe:+--pe "$pe"} 2>&1 | tail -1
+done
+echo "data ready after $((SECONDS - START)) s"
 if [[ $EXTRAS == *" selfcheck "* ]]; then
   timeout 150 gea-graph selfcheck --device cuda --json $SCRATCH/check/selfcheck.json 2>&1 \
       | tee $SCRATCH/check/selfcheck.log | grep -v '^\[selfcheck\]'
   echo "selfcheck: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 fi
 if [[ $EXTRAS == *" perf "* ]]; then
-  timeout 240 gea-graph perf --quick --device cuda --only gpu --out $SCRATCH/check/perf 2>&1 | grep '^| ' | cut -c1-200
+  # perf.json is rewritten after every row: a timeout keeps the rows measured before it
+  timeout 300 gea-graph perf --quick --device cuda --only gpu --out $SCRATCH/check/perf 2>&1 | grep '^| ' | cut -c1-200
   echo "perf: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 fi
 tar czf $OUT/check.tgz -C $SCRATCH/check .
-for recipe in ${RECIPES//,/ }; do
-  read -r name pe < <(python3 -c "from gea_graph.train import load_recipe; d = load_recipe('$recipe').data; \
-print(d.name, d.pe or '')")
-  gea-graph data prepare "$name" ${pe:+--pe "$pe"} 2>&1 | tail -1
-done
-echo "data ready after $((SECONDS - START)) s"
 LEFT=$((WINDOW - (SECONDS - START)))
 STOP=$(( (LEFT - 75) / 60 ))  # whole minutes; 75 s for the epoch in flight, the checkpoints and the packing
 [ $STOP -ge 1 ] || { echo "no time left for the bench (${LEFT} s)"; exit 4; }

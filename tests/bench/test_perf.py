@@ -67,6 +67,26 @@ def test_failing_group_becomes_an_unmet_row(tmp_path: Path, monkeypatch: pytest.
     assert rows[0].met is False and "boom" in rows[0].note
 
 
+def test_a_group_keeps_the_rows_it_gave_before_failing_and_each_is_on_disk_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a GPU chunk stops perf with a timeout: what was measured before must already be in perf.json
+    on_disk: list[list[str]] = []
+
+    def two_then_boom(_: Settings):
+        yield Row("first", 1.0, 2.0, "ms", Target("<=", 1.0))
+        on_disk.append([r["name"] for r in json.loads((tmp_path / "perf.json").read_text())])
+        yield Row("second", 3.0, 2.0, "ms", Target("<=", 1.0))
+        on_disk.append([r["name"] for r in json.loads((tmp_path / "perf.json").read_text())])
+        raise RuntimeError("the third row's run ended")
+
+    monkeypatch.setattr("gea_graph.bench.perf.suite.row_groups", lambda: {"gpu": two_then_boom})
+    rows = run_suite(Settings.tiny(), tmp_path, log=lambda _: None)
+    assert on_disk == [["first"], ["first", "second"]]
+    assert [r.name for r in rows] == ["first", "second", "gpu"]
+    assert rows[-1].met is False and "the third row's run ended" in rows[-1].note
+    assert [r["name"] for r in json.loads((tmp_path / "perf.json").read_text())] == ["first", "second", "gpu"]
+
+
 def test_row_ratio_and_targets() -> None:
     assert Row("a", 2.0, 4.0, "ms", Target("<=", 1.0)).met
     assert not Row("b", 5.0, 4.0, "ms", Target("<=", 1.0)).met

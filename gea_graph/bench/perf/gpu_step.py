@@ -27,12 +27,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gea_graph.bench.child import child_env
 from gea_graph.bench.perf.compiled import zinc_model_batch
 from gea_graph.bench.perf.core import Row, Settings, Target
 from gea_graph.models.networks import host_sizes
@@ -228,23 +230,23 @@ def _graphs_per_second(recipe_name: str, compile_mode: str | bool, fixed: bool, 
     return graphs / (time.perf_counter() - start)
 
 
-def cuda_rows(settings: Settings) -> list[Row]:
-    r"""The CUDA-only rows (skipped on other devices)."""
+def cuda_rows(settings: Settings) -> Iterator[Row]:
+    r"""The CUDA-only rows (skipped on other devices), each yielded as soon as it is measured."""
     names = (("training throughput [ZINC GEAET recipe vs PyG GPS example]", "graphs/s"),
              ("Peptides-func epoch [gcn-geanet-peptides-func]", "s/epoch"),
              ("paper schedule [geaet-zinc, 4 seeds]", "h"))
     if settings.device.type != "cuda":
-        return [_skipped(name, unit, settings) for name, unit in names]
+        yield from (_skipped(name, unit, settings) for name, unit in names)
+        return
     steps = 100 if settings.quick else 400
     ours = _graphs_per_second("geaet-zinc", "reduce-overhead", True, steps, settings.device)
     ref = _graphs_per_second("pyg-gps-zinc", False, False, steps, settings.device)
-    rows = [Row(names[0][0], ours, ref, "graphs/s", Target(">=", 5.0),
-                f"batch 32 both; ours reduce-overhead on fixed-size batches, PyG eager; {steps} steps after 50")]
-    rows.append(Row(names[1][0], _epoch_seconds("gcn-geanet-peptides-func", 1), None, "s/epoch",
-                    Target("<=", 0.6, on="ours"), "second epoch, reduce-overhead, fixed-size batches"))
-    rows.append(Row(names[2][0], _paper_hours(settings), None, "h", Target("<=", 1.5, on="ours"),
-                    "2,000 epochs x the slowest of 4 runs' measured epoch (after the first), 4 runs side by side"))
-    return rows
+    yield Row(names[0][0], ours, ref, "graphs/s", Target(">=", 5.0),
+              f"batch 32 both; ours reduce-overhead on fixed-size batches, PyG eager; {steps} steps after 50")
+    yield Row(names[1][0], _epoch_seconds("gcn-geanet-peptides-func", 1), None, "s/epoch",
+              Target("<=", 0.6, on="ours"), "second epoch, reduce-overhead, fixed-size batches")
+    yield Row(names[2][0], _paper_hours(settings), None, "h", Target("<=", 1.5, on="ours"),
+              "2,000 epochs x the slowest of 4 runs' measured epoch (after the first), 4 runs side by side")
 
 
 _EPOCH_SCRIPT = """
@@ -259,10 +261,13 @@ fit(recipe, sys.argv[4], progress=False, verbose=False, accelerator="cuda", devi
 def _epoch_times(recipe: str, epochs: int, seeds: list[int]) -> list[list[float]]:
     # One process per seed, side by side on the GPU; each run's epoch times from its result history.
     with tempfile.TemporaryDirectory() as out:
-        procs = [subprocess.Popen([sys.executable, "-c", _EPOCH_SCRIPT, recipe, str(epochs), str(s), f"{out}/{s}"])
-                 for s in seeds]
-        for p in procs:
-            p.wait()
+        procs = [subprocess.Popen([sys.executable, "-c", _EPOCH_SCRIPT, recipe, str(epochs), str(s), f"{out}/{s}"],
+                                  env=child_env(), stderr=subprocess.PIPE, text=True) for s in seeds]
+        for seed, p in zip(seeds, procs):
+            _, err = p.communicate()
+            if p.returncode:
+                last = (err.strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"{recipe} seed {seed} ended with exit code {p.returncode}: {last}")
         from gea_graph.train import read_metrics
 
         times = []
@@ -282,8 +287,10 @@ def _paper_hours(settings: Settings) -> float:
     return 2000 * max(measured) / 3600 if measured else float("nan")
 
 
-def gpu_step_rows(settings: Settings) -> list[Row]:
-    r"""Every row of this module (the CUDA ones skipped on other devices)."""
-    return step_rows(settings) + compiled_graph_rows(settings) + cuda_rows(settings)
+def gpu_step_rows(settings: Settings) -> Iterator[Row]:
+    r"""Every row of this module (the CUDA ones skipped on other devices), each as soon as it is measured."""
+    yield from step_rows(settings)
+    yield from compiled_graph_rows(settings)
+    yield from cuda_rows(settings)
 
 

@@ -17,7 +17,7 @@ from gea_graph.bench.perf.core import (
     write_reports,
 )
 
-RowGroup = Callable[[Settings], list[Row]]
+RowGroup = Callable[[Settings], Iterable[Row]]
 
 
 def row_groups() -> dict[str, RowGroup]:
@@ -50,8 +50,9 @@ def run_suite(settings: Settings, out_dir: Path | None = None,
               only: Iterable[str] | None = None,
               log: Callable[[str], object] = print) -> list[Row]:
     r"""Runs the suite (or the groups named in ``only``; :data:`OPT_IN_GROUPS` only when named), prints the table,
-    and writes the reports to ``out_dir`` when given. A group that fails yields one unmet row saying why, so that one
-    broken component never hides the others. The C heap's thresholds are set where a training process's adaptation
+    and writes the reports to ``out_dir`` when given, again after every row (a run stopped by a timeout keeps what it
+    measured). A group that fails yields one unmet row saying why, after the rows it gave, so that one broken
+    component never hides the others. The C heap's thresholds are set where a training process's adaptation
     ends them (:func:`~gea_graph.bench.perf.heap.steady_heap_thresholds`), so that no row depends on the rows before
     it."""
     from gea_graph.bench.perf.heap import steady_heap_thresholds
@@ -64,15 +65,21 @@ def run_suite(settings: Settings, out_dir: Path | None = None,
     rows: list[Row] = []
     for name in names:
         t0 = time.perf_counter()
+        got: list[Row] = []
         try:
-            got = groups[name](settings)
+            for row in groups[name](settings):  # a group may yield its rows one by one
+                got.append(row)
+                rows.append(row)
+                if out_dir is not None:  # partial reports: an interrupted run keeps every row it measured
+                    write_reports(rows, out_dir, settings, time.perf_counter() - start)
         except Exception as err:  # noqa: BLE001 -- reported as an unmet row, see docstring
-            got = [Row(name, None, None, "—", Target("<=", 0.0),
-                       f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])]
-        rows.extend(got)
+            failed = Row(name, None, None, "—", Target("<=", 0.0),
+                         f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])
+            got.append(failed)
+            rows.append(failed)
         log(f"[perf] {name}: {time.perf_counter() - t0:.1f} s")
         log(format_table(got))
-        if out_dir is not None:  # partial reports: an interrupted run keeps what it measured
+        if out_dir is not None:
             write_reports(rows, out_dir, settings, time.perf_counter() - start)
     seconds = time.perf_counter() - start
     log(environment_line(settings))
