@@ -261,12 +261,15 @@ fit(recipe, sys.argv[4], progress=False, verbose=False, accelerator="cuda", devi
 def _epoch_times(recipe: str, epochs: int, seeds: list[int]) -> list[list[float]]:
     # One process per seed, side by side on the GPU; each run's epoch times from its result history.
     with tempfile.TemporaryDirectory() as out:
-        procs = [subprocess.Popen([sys.executable, "-c", _EPOCH_SCRIPT, recipe, str(epochs), str(s), f"{out}/{s}"],
-                                  env=child_env(), stderr=subprocess.PIPE, text=True) for s in seeds]
-        for seed, p in zip(seeds, procs):
-            _, err = p.communicate()
-            if p.returncode:
-                last = (err.strip().splitlines() or ["no output"])[-1]
+        logs = [Path(out) / f"{s}.log" for s in seeds]  # files, not pipes: a full pipe would stall its run
+        procs = []
+        for s, log in zip(seeds, logs):
+            with open(log, "w") as sink:
+                procs.append(subprocess.Popen([sys.executable, "-c", _EPOCH_SCRIPT, recipe, str(epochs), str(s),
+                                               f"{out}/{s}"], env=child_env(), stdout=sink, stderr=subprocess.STDOUT))
+        for seed, p, log in zip(seeds, procs, logs):
+            if p.wait():
+                last = (log.read_text().strip().splitlines() or ["no output"])[-1]
                 raise RuntimeError(f"{recipe} seed {seed} ended with exit code {p.returncode}: {last}")
         from gea_graph.train import read_metrics
 
