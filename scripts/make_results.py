@@ -128,9 +128,10 @@ checkout; the chunk trains a scratch copy there and returns the new state in `$O
    scripts/gpu_chunk.sh 540 peptides-func gcn-geanet-peptides-func 0,1,2,3`. Add `selfcheck` (up to 150 s) in a
    lease's first chunk and `perf` (the CUDA table of docs/performance.md, up to 300 s, each row saved as soon as it is
    measured) when wanted; with both, little or no time is left to train (the script exits 4 when not one whole minute
-   is). The script installs the wheels, builds the data first (each queue recipe's and, with `perf`, its rows'), trains a scratch copy of the state folder (all runs at once, `trainer.compile=reduce-overhead`,
-   `--stop-after` the whole minutes left less 75 s) and leaves in `$OUT` `check.tgz`, `bench.tgz` and one archive
-   per run (under 16 MiB each; a bench of more than 6 runs goes in several benches, e.g. one per recipe).
+   is). The script installs the wheels, builds the data first (each queue recipe's and, with `perf`, its rows'),
+   trains a scratch copy of the state folder (all runs at once, `trainer.compile=reduce-overhead`, `--stop-after` the
+   whole minutes left less 75 s) and leaves in `$OUT` `check.tgz`, `bench.tgz` and one archive per run (under 16 MiB
+   each; a bench of more than 6 runs goes in several benches, e.g. one per recipe).
 3. Back on any development machine, unpack and commit (the script's header):
    `mkdir -p docs/results/gpu/queue/peptides-func; for f in FILES_AT/bench.tgz FILES_AT/*-seed*.tgz; do tar xzf $f
    -C docs/results/gpu/queue/peptides-func; done` and `find docs/results/gpu/queue/peptides-func -name best.ckpt

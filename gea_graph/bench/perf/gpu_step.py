@@ -37,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gea_graph.bench.child import child_env
 from gea_graph.bench.perf.compiled import zinc_model_batch
 from gea_graph.bench.perf.core import Row, Settings, Target
+from gea_graph.io import append_to
 from gea_graph.models.networks import host_sizes
 
 BATCH = 32
@@ -264,7 +265,7 @@ def _epoch_times(recipe: str, epochs: int, seeds: list[int]) -> list[list[float]
         logs = [Path(out) / f"{s}.log" for s in seeds]  # files, not pipes: a full pipe would stall its run
         procs = []
         for s, log in zip(seeds, logs):
-            with open(log, "w") as sink:
+            with append_to(log) as sink:
                 procs.append(subprocess.Popen([sys.executable, "-c", _EPOCH_SCRIPT, recipe, str(epochs), str(s),
                                                f"{out}/{s}"], env=child_env(), stdout=sink, stderr=subprocess.STDOUT))
         for seed, p, log in zip(seeds, procs, logs):
