@@ -453,7 +453,8 @@ def recipe_dirs() -> list[Path]:
     r"""Folders searched for recipe names, first to last: ``$GEA_GRAPH_RECIPES`` (``os.pathsep``-separated),
     ``./models`` and :func:`packaged_recipe_dir`."""
     dirs = [Path(p) for p in os.environ.get(RECIPE_DIR_ENV, "").split(os.pathsep) if p]
-    return [*dirs, Path.cwd() / "models", packaged_recipe_dir()]
+    # each folder once: in a checkout ./models is the packaged folder
+    return list(dict.fromkeys([*dirs, Path.cwd() / "models", packaged_recipe_dir()]))
 
 
 def resolve_recipe(spec: str | os.PathLike) -> Path:
@@ -468,7 +469,7 @@ def resolve_recipe(spec: str | os.PathLike) -> Path:
             candidate = folder / f"{spec}{suffix}"
             if candidate.is_file():
                 return candidate
-    folders = ", ".join(dict.fromkeys(str(d) for d in recipe_dirs()))  # ./models is often the packaged folder
+    folders = ", ".join(str(d) for d in recipe_dirs())
     close = difflib.get_close_matches(str(spec), available_recipes(), n=3)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise RecipeError(f"no recipe named {str(spec)!r} in {folders}{hint}")
