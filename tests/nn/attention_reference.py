@@ -38,3 +38,26 @@ def naive_attention(mod, x, mask, bias=None, mix: Callable | None = None):
             heads.append(A @ v[:, sl] if mix is None else mix(A, v[:, sl], h))
         out[b, :n] = torch.cat(heads, -1) @ mod.out.weight.T + mod.out.bias
     return out
+
+
+def hand_weights(mod):
+    """Sets a one-head, two-channel attention (``qkv``, ``out``) to the hand-sized example of the tests: no biases,
+    ``W_K = W_V = W_O = I`` and ``W_Q = sqrt(2) ln 3 I``, so that for ``x_0 = e_0``, ``x_1 = e_1`` the scores
+    ``q_i k_j / sqrt(2)`` are ``ln 3`` on the diagonal and 0 off it, and the softmax matrix is
+    ``A = [[3/4, 1/4], [1/4, 3/4]]`` (``HAND_A``); the values are ``v = x``. Returns ``mod``."""
+    eye = torch.eye(2, dtype=mod.qkv.weight.dtype)
+    with torch.no_grad():
+        mod.qkv.weight.copy_(torch.cat([math.sqrt(2.0) * math.log(3.0) * eye, eye, eye]))
+        mod.qkv.bias.zero_()
+        mod.out.weight.copy_(eye)
+        mod.out.bias.zero_()
+    return mod
+
+
+HAND_A = [[3 / 4, 1 / 4], [1 / 4, 3 / 4]]
+
+
+def hand_batch(dtype=torch.float64):
+    """The hand example's graph ``(e_0, e_1)`` and a single-node graph ``x = (1, 2)``, padded: ``[2, 2, 2]``."""
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 2.0]], dtype=dtype)
+    return to_dense(x, torch.tensor([0, 0, 1]))

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -135,3 +137,35 @@ def test_linear_cost_in_n():
         mod(torch.randn(1, N, 32), torch.ones(1, N, dtype=torch.bool))
     assert Biggest.biggest < N * N / 4  # an N x N map would be >= N^2 elements
     assert Biggest.biggest <= 4 * 32 * N
+
+
+def test_hand_computed_filter_and_ortho_loss():
+    """Eqs. 7-11 worked by hand: one head, d = 2, K = 1, a = b = 1 (P_1(s) = 2s), no biases, W_U = W_Sigma = 0
+    (U = (1/2, 1/2), s = 1/2, P_1(s) = 1), W_val = W_O = I, W_V = [[ln 3, 0], [0, 0]] and
+    tanh(theta_1) = 1/2, so g = 3/2 everywhere. Nodes e_0, e_1: the node softmax of V gives V = [[3/4, 1/2],
+    [1/4, 1/2]], V^T X W_val = [[3/4, 1/4], [1/2, 1/2]], and every output row is
+    (3/2)((1/2)(3/4, 1/4) + (1/2)(1/2, 1/2)) = (15/16, 9/16)."""
+    from attention_reference import hand_batch
+
+    t = lambda rows: torch.tensor(rows, dtype=torch.float64)
+    mod = AGFAttention(2, 1, K=1, a=1.0, b=1.0, bias=False).double().train()
+    with torch.no_grad():
+        w = torch.zeros(8, 2, dtype=torch.float64)
+        w[2, 0] = math.log(3.0)  # W_V
+        w[4:6] = torch.eye(2)  # W_val
+        mod.proj.weight.copy_(w)
+        mod.out.weight.copy_(torch.eye(2))
+        mod.theta.fill_(math.atanh(0.5))
+    x, mask = hand_batch()
+    out, implied = mod(x, mask, return_attention=True)
+    torch.testing.assert_close(out[0], t([[15 / 16, 9 / 16], [15 / 16, 9 / 16]]), rtol=0, atol=1e-15)
+    # a single node: V = (1, 1), so every row of V^T X W_val is its value, and out = (sum_k U_k g) v = (3/2) v
+    torch.testing.assert_close(out[1, 0], t([1.5, 3.0]), rtol=0, atol=1e-15)
+    # the implied H = (U * g) V^T: rows (15/16, 9/16) sum to g, not to 1 (agf-notes §1.7)
+    torch.testing.assert_close(implied[0, 0], t([[15 / 16, 9 / 16], [15 / 16, 9 / 16]]), rtol=0, atol=1e-15)
+    # Eq. 11 as the authors' code (entrywise mean of |Gram - I|), averaged over the graphs. Two-node graph:
+    # U^T U = [[1/2, 1/2], [1/2, 1/2]] gives 1/2, V^T V = [[5/8, 1/2], [1/2, 1/2]] gives (3/8 + 3 * 1/2) / 4.
+    # Single node: U^T U = [[1/4, 1/4], [1/4, 1/4]] gives (3/4 + 3/4 + 1/4 + 1/4) / 4, V^T V = ones gives 1/2.
+    two = 0.5 + (0.375 + 1.5) / 4
+    one = (0.75 + 0.75 + 0.25 + 0.25) / 4 + (0 + 0 + 1 + 1) / 4
+    torch.testing.assert_close(mod.aux_loss(weighted=False), t((two + one) / 2), rtol=0, atol=1e-15)

@@ -98,3 +98,29 @@ def test_dropout_shares_mask_in_both_products():
     torch.manual_seed(1)
     out = mod(x, mask)
     assert torch.isfinite(out).all() and (out[~mask] == 0).all()
+
+
+def test_hand_computed_filter():
+    """Eq. 5 on the hand example (``attention_reference.hand_weights``): A = [[3/4, 1/4], [1/4, 3/4]], so
+    A^2 = [[5/8, 3/8], [3/8, 5/8]]; the values are e_0, e_1, so each output row is a row of H."""
+    from attention_reference import hand_batch, hand_weights
+
+    x, mask = hand_batch()
+    t = lambda rows: torch.tensor(rows, dtype=torch.float64)
+    # K = 3, (w0, w1, wK) = (1/2, 1, -1): A + 2(A^2 - A) = 2A^2 - A = [[1/2, 1/2], [1/2, 1/2]], so
+    # H = I/2 + A - [[1/2, 1/2], [1/2, 1/2]] = [[3/4, -1/4], [-1/4, 3/4]] (not renormalised: rows sum to 1/2)
+    mod = hand_weights(GFSA(2, 1, K=3).double())
+    with torch.no_grad():
+        mod.w0.fill_(0.5)
+        mod.wK.fill_(-1.0)
+    out = mod(x, mask)
+    torch.testing.assert_close(out[0], t([[0.75, -0.25], [-0.25, 0.75]]), rtol=0, atol=1e-15)
+    # a single node: A = [[1]], so A^K = 1 and H = w0 + w1 + wK = 1/2
+    torch.testing.assert_close(out[1, 0], t([0.5, 1.0]), rtol=0, atol=1e-15)
+    # the authors' Graphormer form, K = 2, only wK = 1/2: H = A + A^2 / 2 = [[17/16, 7/16], [7/16, 17/16]]
+    official = hand_weights(GFSA(2, 1, K=2, learn="wK").double())
+    with torch.no_grad():
+        official.wK.fill_(0.5)
+    out = official(x, mask)
+    torch.testing.assert_close(out[0], t([[17 / 16, 7 / 16], [7 / 16, 17 / 16]]), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out[1, 0], t([1.5, 3.0]), rtol=0, atol=1e-15)

@@ -74,3 +74,29 @@ def test_identical_values_and_diagonal_are_finite():
     torch.testing.assert_close(P[0, 0], torch.full((3, 3), 1e-2 ** -0.25, dtype=torch.float64))
     torch.testing.assert_close(P[0, 1], torch.full((3, 3), 1e-2 ** 0.25, dtype=torch.float64))
     assert "eps=0.01" in repr(mod)
+
+
+def test_hand_computed_distance_weights():
+    """Eq. 12 on the hand example (``attention_reference.hand_weights``): A = [[3/4, 1/4], [1/4, 3/4]] and values
+    e_0, e_1, so ||v_0 - v_1||^2 = 2 and the output rows are the rows of A * P."""
+    from attention_reference import hand_batch, hand_weights
+
+    x, mask = hand_batch()
+    t = lambda rows: torch.tensor(rows, dtype=torch.float64)
+    r2 = 2.0 ** 0.5
+    # p = 3, eps = 2: P = (d^2 + 2)^(1/2) = [[sqrt 2, 2], [2, sqrt 2]]
+    mod = hand_weights(PLaplacianAttention(2, 1, p=3.0, eps=2.0).double())
+    out = mod(x, mask)
+    torch.testing.assert_close(out[0], t([[0.75 * r2, 0.5], [0.5, 0.75 * r2]]), rtol=0, atol=1e-15)
+    # a single node is its own only key: P = eps^((p-2)/2), the row is not renormalised
+    torch.testing.assert_close(out[1, 0], r2 * t([1.0, 2.0]), rtol=0, atol=1e-14)
+    # renormalised rows: (3 sqrt 2 / 4, 1/2) / (3 sqrt 2 / 4 + 1/2); the single node gets its value back
+    ren = hand_weights(PLaplacianAttention(2, 1, p=3.0, eps=2.0, renormalize=True).double())(x, mask)
+    row = t([0.75 * r2, 0.5]) / (0.75 * r2 + 0.5)
+    torch.testing.assert_close(ren[0], torch.stack([row, row.flip(0)]), rtol=0, atol=1e-15)
+    torch.testing.assert_close(ren[1, 0], t([1.0, 2.0]), rtol=0, atol=1e-14)
+    # the paper's low p = 1.5 with the default eps = 1e-2: P_00 = 0.01^(-1/4) = sqrt 10, P_01 = 2.01^(-1/4)
+    low = hand_weights(PLaplacianAttention(2, 1, p=1.5).double())(x, mask)
+    p00, p01 = 10.0 ** 0.5, 2.01 ** -0.25
+    torch.testing.assert_close(low[0], t([[0.75 * p00, 0.25 * p01], [0.25 * p01, 0.75 * p00]]), rtol=1e-14,
+                               atol=0)

@@ -356,3 +356,83 @@ def test_eps_none_is_exact_where_the_authors_formula_underflows(grouped):
     torch.testing.assert_close(attn.double(), ref_alpha, rtol=1e-4, atol=1e-6)
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+
+
+# --- Worked by hand (GEAET Eqs. 2-4) -------------------------------------------------------------------------------
+# One head, d = S = 2, no biases, U_k = I (so the logits are X itself) and U_v^T = [[1, 2], [3, 4]] (the weight of
+# Linear(S -> d)). Two nodes, x_0 = (0, 0), x_1 = (ln 3, 0). Eq. 3, softmax over the nodes per unit: unit 0 gets
+# (1, 3) / 4, unit 1 gets (1, 1) / 2; then L1 over the units per node: node 0 (1/4, 1/2) / (3/4) = (1/3, 2/3),
+# node 1 (3/4, 1/2) / (5/4) = (3/5, 2/5). Output alpha U_v: node 0 (1/3)(1, 3) + (2/3)(2, 4) = (5/3, 11/3),
+# node 1 (3/5)(1, 3) + (2/5)(2, 4) = (7/5, 17/5).
+HAND_X = [[0.0, 0.0], [math.log(3.0), 0.0]]
+HAND_ALPHA = [[1 / 3, 2 / 3], [3 / 5, 2 / 5]]
+HAND_OUT = [[5 / 3, 11 / 3], [7 / 5, 17 / 5]]
+HAND_VALUE = [[1.0, 2.0], [3.0, 4.0]]
+
+
+def _hand_module(eps=None, **kw):
+    m = ExternalAttention(2, heads=1, units=2, bias=False, eps=eps, **kw).double()
+    with torch.no_grad():
+        for key, value in ((m.node_key, m.node_value), (m.edge_key, m.edge_value)):
+            if key is not None:
+                key.weight.copy_(torch.eye(2))
+                value.weight.copy_(torch.tensor(HAND_VALUE))
+    return m
+
+
+def _t(rows):
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_hand_computed_eq3_one_graph_without_edges():
+    m = _hand_module(edge_units=True)
+    x = _t(HAND_X)
+    # one graph, no edges: GEA reads no edges, its softmax spans the graph's two (unconnected) nodes
+    out, e_out, attn, e_attn = m(x, torch.zeros(2, dtype=torch.long), torch.zeros(0, 2, dtype=torch.float64),
+                                 torch.zeros(0, dtype=torch.long), return_attention=True)
+    torch.testing.assert_close(attn[:, 0], _t(HAND_ALPHA), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out, _t(HAND_OUT), rtol=0, atol=1e-14)
+    assert e_out.shape == (0, 2) and e_attn.shape == (0, 1, 2)
+    # the edge units compute the same equation on edge features, softmax over the graph's edges (Eq. 4)
+    _, e_out, _, e_attn = m(x, None, x.clone(), return_attention=True)
+    torch.testing.assert_close(e_attn[:, 0], _t(HAND_ALPHA), rtol=0, atol=1e-15)
+    torch.testing.assert_close(e_out, _t(HAND_OUT), rtol=0, atol=1e-14)
+    # the default eps = 1e-9 moves it by about 1e-9 only
+    torch.testing.assert_close(_hand_module(eps=1e-9)(x)[0], _t(HAND_OUT), rtol=0, atol=1e-8)
+
+
+def test_hand_computed_eq3_single_node_graphs_and_scopes():
+    m = _hand_module()
+    x = _t(HAND_X)
+    # two single-node graphs: each unit's softmax is over one node (= 1), so alpha = (1/2, 1/2) whatever x is
+    out, _, attn, _ = m(x, torch.tensor([0, 1]), return_attention=True)
+    torch.testing.assert_close(attn[:, 0], torch.full((2, 2), 0.5, dtype=torch.float64), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out, _t([[1.5, 3.5], [1.5, 3.5]]), rtol=0, atol=1e-14)
+    # the hand graph next to a batch-mate: unchanged per graph; over the whole batch (the authors' scope) the
+    # third node x_2 = (0, ln 2) enters the sums: unit 0 gets (1, 3, 1) / 5, unit 1 (1, 1, 2) / 4
+    x3 = torch.cat([x, _t([[0.0, math.log(2.0)]])])
+    batch = torch.tensor([0, 0, 1])
+    torch.testing.assert_close(m(x3, batch)[0][:2], _t(HAND_OUT), rtol=0, atol=1e-14)
+    coupled = _hand_module(norm_scope="batch")
+    hat = _t([[1 / 5, 1 / 4], [3 / 5, 1 / 4], [1 / 5, 1 / 2]])
+    alpha = hat / hat.sum(-1, keepdim=True)
+    torch.testing.assert_close(coupled(x3, batch, return_attention=True)[2][:, 0], alpha, rtol=0, atol=1e-15)
+
+
+def test_hand_computed_shared_unit_and_heads_share_the_units():
+    # Eq. 4: X U_s U_k^T. With U_s = diag(2, 1) the input (ln 3 / 2, 0) becomes the hand example's x_1.
+    m = _hand_module(shared_unit=True)
+    with torch.no_grad():
+        m.shared.weight.copy_(torch.diag(_t([2.0, 1.0])))
+    out, _ = m(_t([[0.0, 0.0], [math.log(3.0) / 2, 0.0]]))
+    torch.testing.assert_close(out, _t(HAND_OUT), rtol=0, atol=1e-14)
+    # Eq. 5: two heads use the same units on their own channel slices. Head 1 sees the nodes swapped, so its
+    # alpha is the hand alpha with the nodes swapped: node 0 (3/5, 2/5), node 1 (1/3, 2/3).
+    two = ExternalAttention(4, heads=2, units=2, bias=False, eps=None).double()
+    with torch.no_grad():
+        two.node_key.weight.copy_(torch.eye(2))
+        two.node_value.weight.copy_(_t(HAND_VALUE))
+    x = torch.cat([_t(HAND_X), _t(HAND_X).flip(0)], dim=1)
+    out, _, attn, _ = two(x, None, return_attention=True)
+    torch.testing.assert_close(attn[:, 1], _t(HAND_ALPHA).flip(0), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out, torch.cat([_t(HAND_OUT), _t(HAND_OUT).flip(0)], dim=1), rtol=0, atol=1e-14)

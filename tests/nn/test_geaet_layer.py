@@ -214,3 +214,64 @@ def test_norm_choices(norm):
     assert torch.isfinite(out).all()
     if norm == "layer_norm":  # per node: every output row is normalised on its own
         torch.testing.assert_close(out.mean(-1), torch.zeros(8), atol=1e-5, rtol=0)
+
+
+def _disconnected():
+    """One graph of three components: a path 0-1-2, an edge 3-4 and an isolated node 5 (both directions stored)."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])
+    return x, ei, torch.randn(6, 8, generator=g, dtype=torch.float64), torch.zeros(6, dtype=torch.long)
+
+
+@pytest.mark.parametrize("cfg", [{"mpnn": "gatedgcn", "attn": None, "gea": False},
+                                 {"mpnn": None, "attn": "softmax", "gea": False},
+                                 {"mpnn": None, "attn": None, "gea": True},
+                                 {"mpnn": "gine", "attn": "softmax", "edge_units": True}])
+def test_disconnected_graph(cfg):
+    """A disconnected graph is one graph: the MPNN (Eq. 9) never crosses a component, while the global attention
+    (Eq. 1) and GEA's softmax over the graph's nodes (Eq. 3) span all of them. It matches the per-graph reference."""
+    torch.manual_seed(0)
+    m = GEAETLayer(8, heads=2, **cfg).double().eval()
+    x, ei, ea, batch = _disconnected()
+    out, e_out = m(x, ei, ea, batch)
+    ref, e_ref = _naive_layer(m, x, ei, ea)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(e_out, e_ref)
+    x2 = x.clone()
+    x2[3:] += 1.0  # change the other components only
+    out2, _ = m(x2, ei, ea, batch)
+    crosses = cfg["attn"] is not None or cfg["gea"]
+    assert crosses != torch.allclose(out2[:3], out[:3])
+    if cfg.get("edge_units"):  # GEA's edge softmax runs over all edges of the graph (Eq. 4)
+        ea2 = ea.clone()
+        ea2[4:] += 1.0  # the edges of component {3, 4}
+        assert not torch.allclose(m(x, ei, ea2, batch)[1][:4], e_out[:4])
+    if not crosses:  # local only: the component {0, 1, 2} alone gives the same rows
+        alone, _ = m(x[:3], ei[:, :4], ea[:4], None)
+        torch.testing.assert_close(out[:3], alone)
+
+
+def test_batch_without_any_edge_train_and_eval():
+    """Graphs with no edges at all (the whole batch has none): every branch runs, matches the per-graph reference in
+    evaluation, and gradients reach every parameter that the empty edge set leaves in use."""
+    torch.manual_seed(0)
+    m = GEAETLayer(8, heads=2, edge_units=True, shared_unit=True).double()
+    x, _, _, batch = _batch([3, 1, 4])
+    ei, ea = torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, 8, dtype=torch.float64)
+    m.eval()
+    out, e_out = m(x, ei, ea, batch)
+    assert e_out.shape == (0, 8)
+    for g, start, n in ((0, 0, 3), (1, 3, 1), (2, 4, 4)):
+        ref, _ = _naive_layer(m, x[start:start + n], ei, ea)
+        torch.testing.assert_close(out[start:start + n], ref)
+    m.train()
+    out, e_out = m(x, ei, ea, batch)
+    out.square().sum().backward()
+    assert torch.isfinite(out).all()
+    # without edges GatedGCN's edge map and edge norm and GEA's edge units see nothing (and GEA's key biases cancel
+    # in its softmax); every other parameter still trains
+    for name, p in m.named_parameters():
+        if name.startswith(("gea.attention.edge_", "mpnn.edge_lin.", "mpnn.bn_edge.")) or name.endswith("key.bias"):
+            continue
+        assert p.grad is not None and p.grad.abs().sum() > 0, name

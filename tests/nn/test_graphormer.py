@@ -301,3 +301,75 @@ def test_layer_with_dropout_agrees_with_the_authors_encoder_layer_under_one_seed
     torch.testing.assert_close(ours[mask], theirs[mask], atol=1e-5, rtol=1e-5)
     torch.manual_seed(8)
     assert not torch.allclose(layer(x, mask, bias)[mask], theirs[mask])  # the masks did change the output
+
+
+def _relabel(data, perm):
+    """The same graph with node ``i`` = node ``perm[i]`` of ``data`` (all pairs stored row-major, as in
+    :func:`tiny_graph`); edges keep their ids, so ``spd_path`` stays valid."""
+    n = data.num_nodes
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(n)
+    return Data(x=data.x[perm], edge_index=inv[data.edge_index], edge_attr=data.edge_attr,
+                spd_index=data.spd_index, spd=data.spd.view(n, n)[perm][:, perm].flatten(),
+                spd_path=data.spd_path.view(n, n, -1)[perm][:, perm].reshape(n * n, -1), num_nodes=n)
+
+
+def _edgeless(n=3):
+    """``n`` isolated nodes: every off-diagonal pair unreachable, no path edges."""
+    data = Data(x=torch.randn(n, 6), edge_index=torch.zeros(2, 0, dtype=torch.long),
+                edge_attr=torch.zeros(0, 2, dtype=torch.long), num_nodes=n)
+    return ShortestPathDistance(max_distance=MAXD, max_path=5)(data)
+
+
+def _graphormer():
+    """Encoders, graph token and two layers (GFSA with all three coefficients learnable, then softmax); the model
+    returns every row (token first) and the mask."""
+    torch.manual_seed(0)
+    C, Hh = 8, 2
+    mods = torch.nn.ModuleDict({
+        "lin": torch.nn.Linear(6, C), "cent": CentralityEncoding(C, max_degree=8),
+        "bias": GraphormerAttnBias(Hh, max_distance=MAXD, edge_dim=2, num_edge_types=4), "tok": GraphToken(C, Hh),
+        "layers": torch.nn.ModuleList([GraphormerLayer(C, Hh, attn="gfsa"), GraphormerLayer(C, Hh)]),
+        "final": torch.nn.LayerNorm(C)}).double()
+
+    def model(data):
+        x = mods["cent"](mods["lin"](data.x.double()), data.edge_index)
+        x, mask = to_dense(x, data.batch, batch_size=data.num_graphs)
+        bias = mods["bias"].forward_data(data, max_num_nodes=x.size(1))
+        x, mask, bias = mods["tok"](x, mask, bias)
+        for layer in mods["layers"]:
+            x = layer(x, mask, bias)
+        return mods["final"](x), mask
+
+    return model, mods
+
+
+def test_pipeline_permutation_equivariance():
+    """Relabelling a graph's nodes permutes the node rows and leaves the graph token's row (the readout) unchanged:
+    the degree, SPD and path encodings (Eqs. 5-7) follow the nodes."""
+    model, _ = _graphormer()
+    b = tiny_graph()
+    out, _ = model(Batch.from_data_list([b]))
+    for perm in (torch.tensor([3, 1, 0, 2]), torch.tensor([2, 0, 3, 1])):
+        out_p, _ = model(Batch.from_data_list([_relabel(b, perm)]))
+        torch.testing.assert_close(out_p[0, 0], out[0, 0])
+        torch.testing.assert_close(out_p[0, 1:], out[0, 1:][perm])
+
+
+def test_pipeline_edgeless_graph_and_gradients_reach_every_parameter():
+    model, mods = _graphormer()
+    e = _edgeless()
+    # an edgeless graph: the spatial bias is the unreachable bucket off the diagonal, the edge bias is 0
+    bias = mods["bias"].forward_data(Batch.from_data_list([e]))
+    spatial = mods["bias"].spatial.embedding.weight
+    off = ~torch.eye(3, dtype=torch.bool)
+    torch.testing.assert_close(bias[0].permute(1, 2, 0)[off], spatial[U].expand(6, 2))
+    torch.testing.assert_close(bias[0].permute(1, 2, 0)[~off], spatial[0].expand(3, 2))
+    # ... computed alone or next to graphs with edges (a whole batch without edges too)
+    out, mask = model(Batch.from_data_list([triangle(), e, tiny_graph()]))
+    alone, _ = model(Batch.from_data_list([e]))
+    torch.testing.assert_close(out[1, :4], alone[0])
+    assert torch.isfinite(out[mask]).all()
+    out[mask].square().sum().backward()
+    for name, p in mods.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name

@@ -282,3 +282,45 @@ def test_dense_encodings_refuse_graphs_beyond_their_bound_and_compute_the_rest()
             transform(chain(50_000))
     big = RWPE(4)(chain(1_000))  # the default bound of the inputs (SizeBounds().max_nodes)
     assert big.rw_pe.shape == (1_000, 4) and torch.allclose(big.rw_pe[500], torch.tensor([0.0, 0.5, 0.0, 0.375]))
+
+
+def _relabel(data, perm):
+    """The same graph with node ``i`` = node ``perm[i]`` of ``data``."""
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel())
+    return Data(edge_index=inv[data.edge_index], num_nodes=data.num_nodes)
+
+
+def test_rwpe_permutation_equivariant_and_independent_of_the_graphs_computed_with_it():
+    graphs = random_graphs(2, count=6)
+    together = RWPE(5).forward_many([g.clone() for g in graphs])
+    for g, d in zip(graphs, together):
+        assert torch.equal(RWPE(5)(g.clone()).rw_pe, d.rw_pe)
+        perm = torch.randperm(g.num_nodes, generator=torch.Generator().manual_seed(g.num_nodes))
+        torch.testing.assert_close(RWPE(5)(_relabel(g, perm)).rw_pe, d.rw_pe[perm], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("normalization", ["sym", None])
+def test_lap_pe_permutation_equivariant(normalization):
+    """Relabelling the nodes permutes the rows of every eigenspace's projector and keeps the eigenvalues (the vectors
+    themselves are fixed only up to sign and, in a repeated eigenvalue, basis)."""
+    k = 4
+    # a path 0-1-2-3-4 plus a triangle 5-6-7: two components, repeated eigenvalues in the triangle
+    g = graph([(0, 1), (1, 2), (2, 3), (3, 4), (5, 6), (6, 7), (7, 5)], 8)
+    perm = torch.tensor([6, 2, 0, 7, 4, 1, 5, 3])
+    d = LapPE(k, normalization)(g.clone())
+    dp = LapPE(k, normalization)(_relabel(g, perm))
+    assert torch.equal(dp.lap_mask, d.lap_mask[perm])
+    torch.testing.assert_close(dp.lap_eigval, d.lap_eigval, rtol=0, atol=1e-5)
+    val = d.lap_eigval[0].double().numpy()
+    vec, vec_p = d.lap_eigvec.double().numpy(), dp.lap_eigvec.double().numpy()
+    full = np.linalg.eigvalsh(dense_laplacian(g, normalization))
+    compared = 0
+    for lam in np.unique(np.round(val, 5)):
+        cols = np.abs(val - lam) < 1e-5
+        if cols.sum() != (np.abs(full - lam) < 1e-5).sum():  # an eigenspace cut by the k limit: no projector
+            continue
+        proj = vec[:, cols] @ vec[:, cols].T
+        np.testing.assert_allclose(vec_p[:, cols] @ vec_p[:, cols].T, proj[perm][:, perm], atol=1e-5)
+        compared += int(cols.sum())
+    assert compared >= 3
