@@ -100,3 +100,20 @@ def test_hand_computed_distance_weights():
     p00, p01 = 10.0 ** 0.5, 2.01 ** -0.25
     torch.testing.assert_close(low[0], t([[0.75 * p00, 0.25 * p01], [0.25 * p01, 0.75 * p00]]), rtol=1e-14,
                                atol=0)
+
+
+@pytest.mark.parametrize("scale, offset", [(100.0, 0.0), (1.0, 100.0)])
+def test_distance_weights_stay_accurate_in_float32_for_large_values(scale, offset):
+    # P_ij = (||v_i - v_j||^2 + eps)^(-1/4) from the Gram form ||v_i||^2 + ||v_j||^2 - 2 v_i.v_j cancels in float32
+    # when the values are large or share a large offset (up to 47% wrong on the diagonal before): the weights,
+    # the diagonal and two identical value vectors (identical atoms) agree with float64 differences.
+    torch.manual_seed(0)
+    mod = PLaplacianAttention(16, 1, p=1.5)
+    v = offset + scale * torch.randn(1, 1, 50, 16)
+    v[0, 0, 7] = v[0, 0, 3]
+    P = mod.distance_weights(v).double()
+    d2 = (v.double()[..., :, None, :] - v.double()[..., None, :, :]).pow(2).sum(-1)
+    ref = (d2 + mod.eps) ** -0.25
+    torch.testing.assert_close(P, ref, rtol=1e-5, atol=0)
+    torch.testing.assert_close(P[0, 0].diagonal(), torch.full((50,), mod.eps ** -0.25, dtype=torch.float64),
+                               rtol=1e-7, atol=0)  # eps^((p-2)/2) to float32 rounding

@@ -49,10 +49,10 @@ class PLaplacianAttention(DenseAttentionBase):
     with :math:`\bar{\mathbf{A}}^{(h)}` the biased, masked softmax attention (dropout acts on it, before
     :math:`\odot\mathbf{P}`), :math:`\mathbf{v}^{(h)}` the per-head values after :math:`\mathbf{W}_V`, and
     :math:`p_h` fixed per head (not learned). At :math:`p_h = 2`, :math:`\mathbf{P} \equiv 1` and the head is softmax
-    attention. The diagonal and equal value vectors are not special-cased: :math:`\epsilon > 0` keeps
-    :math:`\mathbf{P}` finite, continuous and permutation-equivariant. Rows are not renormalised unless
-    :obj:`renormalize` (the paper relies on row sums :math:`\neq 1`). The paper's ambiguities and the choices made
-    for them: ``docs/fidelity.md``.
+    attention. :math:`\epsilon > 0` keeps :math:`\mathbf{P}` finite, continuous and permutation-equivariant
+    where value vectors coincide (the diagonal is :math:`\epsilon^{(p_h-2)/2}` exactly). Rows are not renormalised
+    unless :obj:`renormalize` (the paper relies on row sums :math:`\neq 1`). The paper's ambiguities and the choices
+    made for them: ``docs/fidelity.md``.
 
     Args:
         channels (int): Size of each input and output node feature :math:`C`.
@@ -124,7 +124,10 @@ class PLaplacianAttention(DenseAttentionBase):
             v = v.to(dt)
             if self.detach_p:
                 v = v.detach()
+            # Distances do not change under a shift: shifting by row 0 (a real node of every graph, so padding
+            # changes nothing) leaves the Gram form's cancellation at the values' spread rather than their size.
             v3 = v.reshape(B * H, N, D)
+            v3 = v3 - v3[:, :1]
             sq = v3.pow(2).sum(-1, keepdim=True)
             one = torch.ones_like(sq)
             # ||v_i||^2 + ||v_j||^2 - 2 v_i.v_j + eps as ONE batched matmul of augmented vectors
@@ -132,7 +135,9 @@ class PLaplacianAttention(DenseAttentionBase):
             # clamping at eps equals clamping the rounding-negative distance at 0, then + eps.
             lhs = torch.cat([v3, sq, one], dim=-1)
             rhs = torch.cat([v3 * -2.0, one, sq + self.eps], dim=-1)
-            return torch.bmm(lhs, rhs.transpose(1, 2)).view(B, H, N, N)
+            d2 = torch.bmm(lhs, rhs.transpose(1, 2)).view(B, H, N, N)
+            d2.diagonal(dim1=-2, dim2=-1).fill_(self.eps)  # ||v_i - v_i||^2 = 0 exactly; the Gram form rounds
+            return d2
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
                need_weights: bool) -> tuple[Tensor, Tensor | None]:
