@@ -67,9 +67,11 @@ PEPTIDES_MODEL = {"family": "geaet", "layers": 6, "node_encoder": "atom", "edge_
                   "ffn": False, "norm": "batch_norm", "act": "gelu", "local_out_act": True, "dropout": 0.1,
                   "pooling": "mean", "head_layers": 3, "head_dropout": 0.1}
 #: the GEAET VOC/COCO architecture (configs/GEAET/vocsp.yaml, coco.yaml), with the attention block left open
-SUPERPIXEL_MODEL = {"family": "geaet", "task": "node_classification", "layers": 8, "node_encoder": "linear",
-                    "node_in": 14, "edge_encoder": "linear", "edge_in": 2, "ffn": True, "act": "gelu",
-                    "dropout": 0.1, "attn_dropout": 0.5, "head_layers": 2}
+SUPERPIXEL_MODEL = {"family": "geaet", "task": "node_classification", "layers": 8, "node_in": 14, "edge_in": 2,
+                    "ffn": True, "act": "gelu", "dropout": 0.1, "attn_dropout": 0.5, "head_layers": 2}
+#: the GEAET code's superpixel encoders by dataset (VOCNode/VOCEdge, COCONode/COCOEdge of its
+#: encoder/voc_superpixels_encoder.py: linear maps of columns standardised with fixed statistics; fidelity.md row 28)
+SUPERPIXEL_ENCODER = {"pascalvoc-sp": "voc", "coco-sp": "coco"}
 SUPERPIXEL_OPTIM = {"lr": 0.001, "weight_decay": 0.0, "schedule": "cosine", "warmup_epochs": 10, "clip": 1.0}
 SUPERPIXEL_TRAINER = {"max_epochs": 200, "batch_size": 50, "seeds": SEEDS, "loss": "wce"}
 SUPERPIXEL = {"pascalvoc-sp": (21, "batch_norm", 2, "PascalVOC-SP"), "coco-sp": (81, "graph_layer_norm", 1, "COCO-SP")}
@@ -95,8 +97,9 @@ def ordered(model: dict) -> dict:
 
 def authors_mode(data: dict, model: dict, pub: dict | None) -> None:
     r"""A GEAET paper copy takes the authors' code wherever it differs from our defaults (docs/fidelity.md): GEA's
-    softmax over the whole mini-batch without epsilon, GraphGPS's LapPE with one sign flip per mini-batch, and on
-    Peptides the branch dropouts of configs/GEAET/peptides-struct.yaml (local 0.1, external 0.05, global 0)."""
+    softmax over the whole mini-batch without epsilon, GraphGPS's LapPE with one sign flip per mini-batch, on
+    Peptides the branch dropouts of configs/GEAET/peptides-struct.yaml (local 0.1, external 0.05, global 0), and no
+    ``local_out_act`` beside GatedGCN (their layer applies it only to MPNNs without an internal residual)."""
     if pub is None or not pub["source"].startswith(GEAET):
         return
     if model.get("family") == "geaet" and model.get("gea", True):
@@ -107,6 +110,10 @@ def authors_mode(data: dict, model: dict, pub: dict | None) -> None:
     if data.get("name", "").startswith("peptides") and model.get("dropout") == 0.1:
         del model["dropout"]
         model["layer_args"] = {"local_dropout": 0.1, "external_dropout": 0.05, "ffn_dropout": 0.05}
+    if model.get("family") == "geaet" and model.get("mpnn") == "gatedgcn":
+        # their GEAETLayer applies gt.local_out_act only to the MPNNs without an internal residual, never to
+        # CustomGatedGCN; ours would apply it to GatedGCN's residual output
+        model.pop("local_out_act", None)
 
 
 def make(description: str, data: dict, model: dict, optim: dict, trainer: dict, pub: dict | None) -> dict:
@@ -326,9 +333,11 @@ def mpnn_geanet(mpnn: str, dataset: str, pe: str, pub: dict | None, source: str)
     elif dataset.endswith("-sp"):
         classes, norm, head, _ = SUPERPIXEL[dataset]
         model = {**SUPERPIXEL_MODEL, "out_channels": classes, "norm": norm, "head_layers": head, "mpnn": mpnn,
-                 "attn": None, "gea": True, "gea_heads": 4, "pe": PE_MODEL[pe]}
+                 "attn": None, "gea": True, "gea_heads": 4, "pe": PE_MODEL[pe],
+                 "node_encoder": SUPERPIXEL_ENCODER[dataset], "edge_encoder": SUPERPIXEL_ENCODER[dataset]}
         model["hidden"] = widest(model, LRGB_BUDGET, 4)
-        how = (f"the GEAET {SUPERPIXEL[dataset][3]} architecture (8 layers, FFN, {norm}, {head}-layer head) with "
+        how = (f"the GEAET {SUPERPIXEL[dataset][3]} architecture (8 layers, FFN, {norm}, {head}-layer head, the "
+               f"authors' standardising {SUPERPIXEL_ENCODER[dataset]} node and edge encoders) with "
                f"{MPNN_NAME[mpnn]} and GEANet (4 heads, S=d/H) and no Transformer, at the largest d divisible by 4 "
                f"within the 500k LRGB budget (d={model['hidden']})")
         optim, trainer = SUPERPIXEL_OPTIM, SUPERPIXEL_TRAINER
@@ -436,10 +445,12 @@ def table9(recipes: dict[str, dict]) -> dict[str, dict]:
 
 def geaet_coco() -> dict[str, dict]:
     model = {**SUPERPIXEL_MODEL, "out_channels": 81, "hidden": 68, "mpnn": "gatedgcn", "attn": "softmax",
-             "gea": True, "heads": 4, "gea_heads": 4, "units": 17, "norm": "graph_layer_norm", "head_layers": 1}
+             "gea": True, "heads": 4, "gea_heads": 4, "units": 17, "norm": "graph_layer_norm", "head_layers": 1,
+             "node_encoder": "coco", "edge_encoder": "coco"}
     description = (f"GEAET on COCO-SP exactly as published ({GEAET}, Tables 1 and 6, configs/GEAET/coco.yaml): the "
                    "PascalVOC-SP model (8 layers, d=68, GatedGCN + Transformer (4 heads) + GEANet (4 heads, S=17, "
-                   "node units only), FFN, no PE, linear node (14 -> 68) and edge (2 -> 68) encoders, class-balanced "
+                   "node units only), FFN, no PE, the authors' COCONode (14 -> 68) and COCOEdge (2 -> 68) encoders "
+                   "(linear maps of the columns standardised with fixed per-column mean and std), class-balanced "
                    "cross-entropy) with the config's layer_norm (PyG's graph-mode LayerNorm, as GraphGPS) and a "
                    "1-layer head (68 -> 81 = 5,589): 505,661 parameters (geaet-notes 2.3). Generated by "
                    "scripts/make_paper_recipes.py.")

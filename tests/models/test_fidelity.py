@@ -62,6 +62,20 @@ def test_peptides_branches_as_configs_geaet_peptides_struct(name):
     assert recipe.model.pooling == "mean" and len(model.head.lins) == 2 and model.head.dropout.p == 0.1
 
 
+PEPTIDES_GEANET = [n for n in GEAET_COPIES
+                   if "peptides" in n and (m := load_recipe(n).model).family == "geaet" and m.gea]
+
+
+@pytest.mark.parametrize("name", PEPTIDES_GEANET)
+def test_peptides_geanet_copies_take_the_peptides_struct_dropouts(name):
+    # configs/GEAET/peptides-struct.yaml: local 0.1, external 0.05; gt.local_out_act reaches every MPNN but the
+    # GatedGCN, which their layer never passes through it
+    recipe, model = _built(name)
+    for layer in model.layers:
+        assert (layer.local_dropout, layer.gea.dropout) == (0.1, 0.05)
+        assert layer.local_out_act == (recipe.model.mpnn != "gatedgcn")
+
+
 def test_pascalvoc_branches_as_configs_geaet_vocsp():
     _, model = _built("geaet-pascalvoc-sp")
     for layer in model.layers:

@@ -120,6 +120,10 @@ def test_superpixel_counts():
     assert count("geaet-coco-sp") == 505_661
     coco = load_recipe("geaet-coco-sp")
     assert coco.model.norm == "graph_layer_norm" and coco.model.head_layers == 1 and coco.paper.params == 505_661
+    # the authors' COCONode/COCOEdge and VOCNode/VOCEdge standardise the raw columns (buffers, no parameters)
+    assert (coco.model.node_encoder, coco.model.edge_encoder) == ("coco", "coco")
+    voc = load_recipe("geaet-pascalvoc-sp")
+    assert (voc.model.node_encoder, voc.model.edge_encoder) == ("voc", "voc")
 
 
 def test_info_prints_the_published_count(capsys):
