@@ -98,8 +98,9 @@ def ordered(model: dict) -> dict:
 def authors_mode(data: dict, model: dict, pub: dict | None) -> None:
     r"""A GEAET paper copy takes the authors' code wherever it differs from our defaults (docs/fidelity.md): GEA's
     softmax over the whole mini-batch without epsilon, GraphGPS's LapPE with one sign flip per mini-batch, on
-    Peptides the branch dropouts of configs/GEAET/peptides-struct.yaml (local 0.1, external 0.05, global 0), and no
-    ``local_out_act`` beside GatedGCN (their layer applies it only to MPNNs without an internal residual)."""
+    Peptides the branch dropouts of configs/GEAET/peptides-struct.yaml (local 0.1, external 0.05, global 0; their
+    GatedGCN's own dropout is ``gt.ffn_dropout``, 0.05), and no ``local_out_act`` beside GatedGCN (their layer applies
+    it only to MPNNs without an internal residual)."""
     if pub is None or not pub["source"].startswith(GEAET):
         return
     if model.get("family") == "geaet" and model.get("gea", True):
@@ -110,6 +111,8 @@ def authors_mode(data: dict, model: dict, pub: dict | None) -> None:
     if data.get("name", "").startswith("peptides") and model.get("dropout") == 0.1:
         del model["dropout"]
         model["layer_args"] = {"local_dropout": 0.1, "external_dropout": 0.05, "ffn_dropout": 0.05}
+        if model.get("mpnn") == "gatedgcn":  # CustomGatedGCN drops out with gt.ffn_dropout, ours with local_dropout
+            model["mpnn_args"] = {**model.get("mpnn_args", {}), "dropout": 0.05}
     if model.get("family") == "geaet" and model.get("mpnn") == "gatedgcn":
         # their GEAETLayer applies gt.local_out_act only to the MPNNs without an internal residual, never to
         # CustomGatedGCN; ours would apply it to GatedGCN's residual output
