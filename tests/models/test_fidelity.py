@@ -74,6 +74,8 @@ def test_peptides_geanet_copies_take_the_peptides_struct_dropouts(name):
     for layer in model.layers:
         assert (layer.local_dropout, layer.gea.dropout) == (0.1, 0.05)
         assert layer.local_out_act == (recipe.model.mpnn != "gatedgcn")
+        if recipe.model.mpnn == "gatedgcn":  # CustomGatedGCN's own dropout is gt.ffn_dropout
+            assert layer.mpnn.dropout == 0.05
 
 
 def test_pascalvoc_branches_as_configs_geaet_vocsp():
