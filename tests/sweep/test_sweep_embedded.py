@@ -128,3 +128,25 @@ def test_other_settings_or_seeds_are_refused_before_anything_is_written(tmp_path
     assert main(["sweep", str(tiny), "--out", str(out), "--trials", "2", "--study", "other"]) == 2
     assert sorted(p.name for p in out.iterdir()) == before
     assert yaml.safe_load((out / "sweep.json").read_text())["max_params"] == 100
+
+
+def test_a_relative_sqlite_storage_is_found_from_another_folder(tmp_path, tiny, sweep_env, monkeypatch, capsys):
+    # `--storage sqlite:///studies.db` names a file in the working folder; sweep.json kept it relative, so
+    # `--report` run elsewhere opened (and created) an empty studies.db there and found no study.
+    from gea_graph.cli import main
+
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir()
+    elsewhere.mkdir()
+    out = tmp_path / "sweep"
+    monkeypatch.chdir(first)
+    args = ["sweep", str(tiny), "--out", str(out), "--trials", "1", "--max-params", "100", "--study", "rel"]
+    assert main([*args, "--storage", "sqlite:///studies.db"]) == 0, capsys.readouterr().err
+    assert (first / "studies.db").is_file()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["sweep", str(out), "--report"]) == 0, capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == [] and trials_csv(out)[0]["state"] == "PRUNED"
+    (first / "studies.db").unlink()
+    assert main(["sweep", str(out), "--report"]) == 2
+    assert "is missing: there is no file" in capsys.readouterr().err and list(elsewhere.iterdir()) == []
