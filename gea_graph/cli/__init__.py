@@ -131,10 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         # The reader of stdout has gone (`gea-graph info --list | head`): stop quietly, as a Unix tool stopped by
-        # SIGPIPE does, rather than report an OSError; stdout is pointed at devnull so that the interpreter's last
-        # flush fails no more.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # SIGPIPE does, rather than report an OSError.
+        from gea_graph.io import discard_stdout
+
+        discard_stdout()
         return 128 + 13
     except Exception as err:
         if not isinstance(err, user_errors()):
