@@ -290,6 +290,14 @@ def move_into(source: PathLike, path: PathLike) -> None:
     os.replace(source, path)
 
 
+def discard_stdout() -> None:
+    r"""Points this process's standard output at the null device: once its reader has gone (a closed pipe), what is
+    still buffered, and the interpreter's last flush, go nowhere instead of raising ``BrokenPipeError``."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 # -- locks -----------------------------------------------------------------------------------------------------------
 
 

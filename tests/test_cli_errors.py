@@ -130,3 +130,22 @@ def test_cli_error_is_one_line_with_exit_code_2(files, capsys, argv, expected):
 def test_debug_shows_the_traceback(files):
     with pytest.raises(ValueError, match="optim.lr"):
         main(["--debug", "train", "gin-tree-r2", "optim.lr=-1", "--out", f"{files['tmp']}/r6"])
+
+
+@pytest.mark.parametrize("argv", [["info", "--list"], ["data", "list"]])
+def test_a_reader_that_goes_away_is_no_error(argv, tmp_path):
+    # `gea-graph info --list | head` ended in "gea-graph info: error: [Errno 32] Broken pipe" (or Python's
+    # "Exception ignored ... BrokenPipeError" at exit): a listing cut short by its reader is not the user's error.
+    import os
+    import subprocess
+    import sys
+
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
+           "GEA_GRAPH_DATA": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "gea_graph", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc.stdout.close()  # the reader has gone before the first line is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141, err  # 128 + SIGPIPE, as `cat` stopped by `head` gives
+    assert err == ""

@@ -138,3 +138,34 @@ def test_readme_exported_model_runs_with_torch_and_pyg_alone(quick_checkpoint, t
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def _options_of(command: str) -> set[str]:
+    from gea_graph.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    found = {s for a in sub._actions for s in a.option_strings}
+    for action in sub._actions:  # `data prepare`, `data list`: the options of its actions too
+        if isinstance(action.choices, dict):
+            found |= {s for child in action.choices.values() for a in child._actions for s in a.option_strings}
+    return found
+
+
+def test_every_option_of_a_documented_command_exists():
+    # A command copied from the README or docs/ must not stop at "unrecognized arguments".
+    texts = [README.read_text(), *(p.read_text() for p in sorted((README.parent / "docs").glob("*.md")))]
+    lines = [line.strip() for text in texts for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+             for line in block.replace("\\\n", " ").splitlines()]
+    checked = 0
+    for line in lines:
+        tail = line[line.index("gea-graph "):] if "gea-graph " in line else ""
+        if not tail:
+            continue
+        words = shlex.split(tail.split(" #")[0].replace("[", "").replace("]", ""))
+        if len(words) < 2 or words[1].startswith("-"):
+            continue
+        options = {w.split("=")[0] for w in words[2:] if w.startswith("--")}
+        assert options <= _options_of(words[1]), (line, sorted(options - _options_of(words[1])))
+        checked += 1
+    assert checked >= 20

@@ -126,7 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if debug:
         return int(args.func(args) or 0)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit, so that a reader gone away (`| head`) is seen below
+        return code
+    except BrokenPipeError:
+        # The reader of stdout has gone (`gea-graph info --list | head`): stop quietly, as a Unix tool stopped by
+        # SIGPIPE does, rather than report an OSError.
+        from gea_graph.io import discard_stdout
+
+        discard_stdout()
+        return 128 + 13
     except Exception as err:
         if not isinstance(err, user_errors()):
             raise

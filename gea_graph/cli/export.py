@@ -38,4 +38,8 @@ def run(args: argparse.Namespace) -> int:
     names = ", ".join(i["name"] for i in metadata["inputs"])
     print(f"wrote {args.out}: {metadata['architecture']}, inputs {names} + num_graphs, max_num_nodes; replay on "
           f"other batch shapes within {worst:.1g} of the model")
+    if metadata["batch_dependent"]:
+        print(f"note: this model normalises GEA over the whole batch (norm_scope: batch), so a graph's output "
+              f"depends on its batch-mates; its recipe evaluated batches of {metadata['eval_batch_size']} graphs "
+              f"(metadata: batch_dependent, eval_batch_size)")
     return 0

@@ -143,6 +143,23 @@ def _score(metric: str, dataset: str, task: str, outputs: np.ndarray, targets: n
     return Score(value, more, f"torchmetrics ({type(scorer).__name__}, as in training)")
 
 
+def _check_targets(trained: TrainedModel, dataset: str, metric: str) -> None:
+    r"""Refuses, in one line, a dataset other than the model's own whose targets the model does not predict: another
+    molecular dataset may be featurised as in training (so :meth:`Featurizer.load_dataset` takes it), yet a
+    Peptides-func model's 10 labels cannot be scored against ZINC's one value."""
+    from gea_graph.data import DATASETS
+
+    card = DATASETS.get(dataset.lower())
+    if card is None or dataset.lower() == trained.featurizer.dataset:
+        return
+    outputs = len(trained.target_names)
+    # the card names its metric for people ("MAE", "AP"); regression against classification is what must agree
+    if outputs != card.num_outputs or (metric == "mae") != (card.metric.lower() == "mae"):
+        raise ValueError(f"the model ({trained.recipe.name}) predicts {outputs} output(s) scored by {metric}; "
+                         f"{dataset} has {card.num_outputs} target(s) scored by {card.metric} ({card.task}): "
+                         f"evaluate it on a dataset with its targets, or use gea-graph predict")
+
+
 def evaluate(models: Sequence[TrainedModel], dataset: str, split: str, root: PathLike | None = None,
              batch_size: int | None = None) -> dict[str, Any]:
     r"""The recipe's metric of each model (and of their ensemble) on split :obj:`split` of the built-in dataset
@@ -156,6 +173,8 @@ def evaluate(models: Sequence[TrainedModel], dataset: str, split: str, root: Pat
     if len(metrics) > 1:
         raise ValueError(f"the models are scored by different metrics {sorted(metrics)}; evaluate them separately")
     metric = metrics.pop()
+    for trained in models:
+        _check_targets(trained, dataset, metric)
     data = models[0].featurizer.load_dataset(split, root, name=dataset)
     if len(data) == 0:
         raise ValueError(f"{dataset} {split} has no graphs to evaluate on")

@@ -199,6 +199,8 @@ def export_model(trained: TrainedModel) -> tuple[Any, dict[str, Any]]:
         "output": {"shape": [per, len(trained.target_names)], "names": trained.target_names, "task": trained.task,
                    "activation": activation},
         "architecture": name, "recipe": trained.recipe.name, "featurizer": trained.featurizer.to_dict(),
+        # GEA with the authors' batch-wide softmax: a graph's output depends on the batch it is fed in
+        "batch_dependent": trained.batch_dependent, "eval_batch_size": trained.eval_batch_size,
         "versions": installed_versions(), "trained_with": trained.record.get("versions", {}),
     }
     return program, metadata

@@ -24,8 +24,10 @@ from gea_graph.sweep.storage import (
     EMBEDDED_FILE,
     STORAGE_ENV,
     StorageError,
+    absolute_sqlite,
     mask,
     open_storage,
+    sqlite_file,
     storage_url,
 )
 from gea_graph.sweep.study import SETTINGS_ATTR, Settings, Target, check_settings, open_study, plan_targets
@@ -218,10 +220,15 @@ def report_sweep(out: os.PathLike, storage: str | None = None, log: Callable[[st
         url, _ = storage_url(None, out)
     else:
         url = storage or os.environ.get(STORAGE_ENV) or info.get("storage")
+        url = absolute_sqlite(url) if url is not None else None
         if url is None or "***" in url:
             raise StorageError(f"{out}'s storage has credentials ({info.get('storage')}); give --storage URL")
-        if mask(url) != info.get("storage"):
+        recorded = info.get("storage")  # a sweep.json from before relative SQLite paths were made absolute
+        if mask(url) not in (recorded, absolute_sqlite(recorded) if recorded else None):
             raise StorageError(f"--storage {mask(url)} is not this sweep's storage ({info.get('storage')})")
+    stored = sqlite_file(url)
+    if stored is not None and not stored.is_file():  # SQLite would create an empty file that holds no study
+        raise StorageError(f"{out}'s storage {mask(url)} is missing: there is no file {stored}")
     storage_obj = open_storage(url, 30.0)
     studies = []
     for name, record in (info.get("recipes") or {}).items():

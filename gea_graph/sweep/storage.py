@@ -130,4 +130,32 @@ def storage_url(given: str | None, out: Path) -> tuple[str, bool]:
     if "://" not in url:
         raise StorageError(f"--storage {mask(url)!r} is not a database URL such as postgresql://user@host/db or "
                            "sqlite:///path/optuna.db")
-    return url, False
+    return absolute_sqlite(url), False
+
+
+def sqlite_file(url: str) -> Path | None:
+    r"""The file of a SQLite :obj:`url` (as written: relative or absolute), or ``None`` for other databases and
+    for in-memory or ``file:`` URIs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 -- not a URL SQLAlchemy reads: opening it says why
+        return None
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:" \
+            or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def absolute_sqlite(url: str) -> str:
+    r""":obj:`url` with a relative SQLite file (``sqlite:///studies.db``) made absolute from the working folder;
+    other URLs as given. ``sweep.json`` records the URL, and ``--report`` or a rerun from another folder would
+    otherwise open (and create) another file of that name there."""
+    database = sqlite_file(url)
+    if database is None or database.is_absolute():
+        return url
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(database=str(database.resolve())).render_as_string(hide_password=False)

@@ -36,6 +36,31 @@ class SurplusTrial(Exception):
     r"""A trial started while the study already held its ``--trials`` (another worker's trial finished first)."""
 
 
+class _QuietSurplus(logging.Filter):
+    r"""Drops Optuna's two warnings on a surplus trial (its traceback and "failed with value None"): a surplus is
+    how two workers settle the last trial, not an error, and trials.csv gives its reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        words = record.getMessage().split(" ", 2)
+        number = int(words[1]) if len(words) > 2 and words[0] == "Trial" and words[1].isdigit() else None
+        if record.exc_info and isinstance(record.exc_info[1], SurplusTrial):
+            if number is not None:
+                self.numbers.add(number)
+            return False
+        return not (number in self.numbers and words[2].startswith("failed with value"))
+
+
+def quiet_surplus() -> None:
+    r"""Installs :class:`_QuietSurplus` on the logger of Optuna's ``optimize`` (once a process)."""
+    logger = logging.getLogger("optuna.study._optimize")
+    if not any(isinstance(f, _QuietSurplus) for f in logger.filters):
+        logger.addFilter(_QuietSurplus())
+
+
 def suggest(trial: Trial, key: str, dist: Any) -> Any:
     r"""The trial's value of :obj:`key` from its distribution (Optuna's ``suggest_*``)."""
     if isinstance(dist, CategoricalDistribution):
@@ -140,6 +165,7 @@ def work(storage: optuna.storages.BaseStorage, targets: Sequence[Target], settin
     stale). Returns ``False`` when a target's trials
     failed :data:`MAX_FAILURES_IN_A_ROW` times in a row (the worker gives up on it; the error is logged)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    quiet_surplus()
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # a line per trial, not Lightning's per run
     healthy = True
     queue = deque(targets)

@@ -15,6 +15,10 @@ from gea_graph.cli import main
 from gea_graph.inference.evaluate import lrgb_average_precision
 from gea_graph.train import fit, load_recipe
 
+#: A small Peptides-func model without PE (an untrained checkpoint is enough to be refused).
+PEPTIDES_SMALL = ["data.pe=null", "model.pe=null", "model.hidden=16", "model.layers=1", "model.gea_heads=2",
+                  "model.units=4"]
+
 
 def evaluate(run: Path, dataset: str, split: str, root: Path, tmp_path: Path, capsys) -> dict:
     out = tmp_path / "evaluation.json"
@@ -130,3 +134,18 @@ def test_evaluate_errors(zinc_run, data_dir, tmp_path, capsys):
     assert "argument --split: 'nope' is not known" in capsys.readouterr().err
     assert main(["evaluate", ckpt, "--dataset", "zinc", "--split", "test", "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_a_dataset_of_other_targets_is_refused_in_one_line(tmp_path, capsys):
+    # Peptides-func's model reads OGB features, as ZINC(features="ogb") gives them: the featurisation fits, but its
+    # 10 labels cannot be scored against ZINC's one value (this ended in a RuntimeError traceback).
+    from .conftest import save_untrained
+
+    ckpt = save_untrained("gcn-geanet-peptides-func-cpu", PEPTIDES_SMALL, tmp_path / "func.ckpt")
+    out = tmp_path / "e.json"
+    code = main(["evaluate", str(ckpt), "--dataset", "zinc", "--split", "test", "--root", str(tmp_path / "data"),
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "predicts 10 output(s) scored by ap; zinc has 1 target(s) scored by MAE" in err
+    assert "Traceback" not in err and not out.exists() and not (tmp_path / "data").exists()

@@ -69,3 +69,19 @@ def test_export_of_a_graph_model_and_of_one_that_cannot_be(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("gea-graph export: error: cannot export pyg_gps (GINEConv + GPSConv "
                                                "multihead): its forward takes no max_num_nodes")
     assert not (tmp_path / "gps.pt2").exists()
+
+
+def test_the_export_of_a_batch_dependent_model_says_so(tmp_path, capsys):
+    # GEA with the authors' batch-wide softmax (norm_scope: batch): predict keeps the recipe's evaluation batch
+    # size, but the exported file said nothing, so its user could not know that batch-mates change an output.
+    ckpt = save_untrained("geaet-zinc-quick", [*SMALL, "model.pe.dim=4", "model.norm_scope=batch"],
+                          tmp_path / "batch.ckpt")
+    out = tmp_path / "model.pt2"
+    assert main(["export", str(ckpt), "--out", str(out)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "note: this model normalises GEA over the whole batch (norm_scope: batch)" in printed
+    extra = {METADATA_FILE: ""}
+    torch.export.load(out, extra_files=extra)
+    meta = json.loads(extra[METADATA_FILE])
+    trained = gea_graph.load_model(ckpt)
+    assert meta["batch_dependent"] is True and meta["eval_batch_size"] == trained.eval_batch_size

@@ -128,3 +128,57 @@ def test_other_settings_or_seeds_are_refused_before_anything_is_written(tmp_path
     assert main(["sweep", str(tiny), "--out", str(out), "--trials", "2", "--study", "other"]) == 2
     assert sorted(p.name for p in out.iterdir()) == before
     assert yaml.safe_load((out / "sweep.json").read_text())["max_params"] == 100
+
+
+def test_a_relative_sqlite_storage_is_found_from_another_folder(tmp_path, tiny, sweep_env, monkeypatch, capsys):
+    # `--storage sqlite:///studies.db` names a file in the working folder; sweep.json kept it relative, so
+    # `--report` run elsewhere opened (and created) an empty studies.db there and found no study.
+    from gea_graph.cli import main
+
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir()
+    elsewhere.mkdir()
+    out = tmp_path / "sweep"
+    monkeypatch.chdir(first)
+    args = ["sweep", str(tiny), "--out", str(out), "--trials", "1", "--max-params", "100", "--study", "rel"]
+    assert main([*args, "--storage", "sqlite:///studies.db"]) == 0, capsys.readouterr().err
+    assert (first / "studies.db").is_file()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["sweep", str(out), "--report"]) == 0, capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == [] and trials_csv(out)[0]["state"] == "PRUNED"
+    (first / "studies.db").unlink()
+    assert main(["sweep", str(out), "--report"]) == 2
+    assert "is missing: there is no file" in capsys.readouterr().err and list(elsewhere.iterdir()) == []
+
+
+def test_a_surplus_trial_is_a_reason_in_trials_csv_not_a_traceback(tmp_path, tiny, monkeypatch):
+    # Two workers race for a study's last trial: the one that starts it after the other's finished fails it as
+    # surplus. Optuna logged that as "Trial N failed ..." with a SurplusTrial traceback on the console.
+    import logging
+
+    from gea_graph.cli import main
+    from gea_graph.sweep import worker
+
+    out = tmp_path / "sweep"
+    args = ["sweep", str(tiny), "--out", str(out), "--trials", "1", "--max-params", "100"]
+    assert main(args) == 0
+    real, looks = worker.counts, []
+
+    def before_the_other_finished(study):  # the first look predates the other worker's finished trial
+        state = real(study)
+        looks.append(1)
+        return {**state, optuna.trial.TrialState.PRUNED: 0} if len(looks) == 1 else state
+
+    monkeypatch.setattr(worker, "counts", before_the_other_finished)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        assert main(args) == 0
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    rows = trials_csv(out)
+    assert [r["state"] for r in rows] == ["PRUNED", "FAIL"] and rows[1]["reason"].startswith("surplus")
+    assert [r.getMessage() for r in records if r.name == "optuna.study._optimize"] == []
