@@ -1,5 +1,5 @@
 r"""``gea-graph selfcheck``: does this machine train our models correctly? A list of checks, each a pass, a failure
-(with the reason) or a skip (what it needs), run on one device (``--quick`` on a CPU: about 130 CPU-seconds).
+(with the reason) or a skip (what it needs), run on one device.
 
 The checks are a registry (:data:`CHECKS`, in the order they run); a module adds one with :func:`register_check`::
 

@@ -1,6 +1,6 @@
 r"""``gea-graph selfcheck [--device auto|cpu|cuda] [--quick]``: does this machine train our models correctly?
 
-Runs the checks of :mod:`gea_graph.selfcheck` (``--quick`` on a CPU: about 130 CPU-seconds) and prints a pass/fail
+Runs the checks of :mod:`gea_graph.selfcheck` and prints a pass/fail
 table with the device, driver, library versions and peak memory: forward and backward of every model family,
 deterministic algorithms for every loss, the ``GraphLoader`` with pinned memory and workers, bf16 autocast against
 fp32, ``torch.compile`` of the GEAET layer, a checkpoint made on the device reloaded on a CPU, a 2-process DDP run
