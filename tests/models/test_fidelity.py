@@ -95,3 +95,11 @@ def test_pergraph_variants_differ_only_in_gea_scope(name):
     for d in (variant, authors):
         d.pop("name"), d.pop("description")
     assert variant == authors
+
+
+@pytest.mark.parametrize("name, epochs", [("gcn-pascalvoc-sp", 1000), ("gine-pascalvoc-sp", 1000),
+                                          ("gatedgcn-pascalvoc-sp", 500), ("gcn-coco-sp", 500)])
+def test_lrgb_superpixel_baselines_train_as_long_as_their_configs(name, epochs):
+    # max_epoch of LRGB's configs/GCN/vocsuperpixels-GCN.yaml, configs/GINE/vocsuperpixels-GINE+LapPE.yaml,
+    # configs/GatedGCN/vocsuperpixels-GatedGCN+LapPE.yaml and configs/GCN/cocosuperpixels-GCN.yaml
+    assert load_recipe(name).trainer.max_epochs == epochs
