@@ -174,3 +174,23 @@ def test_bad_edge_ids_raise():
     assert ShortestPathDistance(3).forward_many([]) == []
     with pytest.raises(ValueError, match=r"edge \[-1, 0\] of graph 0"):
         ShortestPathDistance(3)(Data(edge_index=torch.tensor([[-1], [0]]), num_nodes=2))
+
+
+def test_distances_are_permutation_equivariant():
+    # renumbering the nodes renumbers the distance matrix: d'(pi(s), pi(t)) = d(s, t). (A path's edges are not: ties
+    # between equally short paths go to the lowest-numbered neighbour, which the renumbering changes.)
+    rng = np.random.default_rng(3)
+    for data in random_graphs(seed=1):
+        n = int(data.num_nodes)
+        if n < 2 or data.edge_index is None:
+            continue
+        perm = torch.as_tensor(rng.permutation(n))
+        moved = Data(edge_index=perm[data.edge_index], num_nodes=n)
+        transform = ShortestPathDistance(max_distance=6, max_path=3)
+        d = transform(data.clone()).spd.view(n, n)
+        d_moved = transform(moved).spd.view(n, n)
+        assert torch.equal(d_moved[perm][:, perm], d)
+        # path lengths (edges kept, up to max_path) are equivariant too
+        lengths = (transform(data.clone()).spd_path >= 0).sum(1).view(n, n)
+        lengths_moved = (transform(moved).spd_path >= 0).sum(1).view(n, n)
+        assert torch.equal(lengths_moved[perm][:, perm], lengths)
