@@ -40,7 +40,10 @@ class AGFAttention(Module):
     of each graph), token-specific singular values :math:`\mathbf{S} = \sigma(\mathbf{X}\mathbf{W}_\Sigma)` and
     Jacobi polynomials :math:`P_k^{(a,b)}` (Eqs. 6, 9); :math:`\theta_0 = 1` is fixed, :math:`\theta_k =
     \tanh(\tilde\theta_k)` with :math:`\tilde\theta_k = 0` at init, so the layer starts as efficient attention. No
-    :math:`N \times N` matrix is formed, so an additive attention bias is refused (:class:`ValueError`).
+    :math:`N \times N` matrix is formed, so an additive attention bias is refused (:class:`ValueError`). The
+    filter's core (softmaxes, polynomial, products) runs in float32 under autocast, and any :math:`a, b` whose
+    recurrence is defined are taken (orthogonality needs :math:`a, b > -1`; the authors' best scripts use
+    :math:`b = -1`, agf-notes B4).
 
     The orthogonality regulariser (Eq. 11, as the authors' code) is computed in training mode, per graph:
 
