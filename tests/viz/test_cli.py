@@ -178,3 +178,14 @@ def test_diagnose_of_a_model_without_gfsa_writes_no_frequency_response(mirror, s
     printed = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["diagnostics.png", "layers.csv"]
     assert "frequency_response" not in printed and f"wrote {out / 'layers.csv'} (layers)" in printed
+
+
+def test_viz_of_one_molecule_and_the_kind_a_model_has(self_only, tmp_path, capsys):
+    # "1 molecules"; and the default --kind external on a model with self-attention only named no way out
+    svg = str(tmp_path / "one.svg")
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--kind", "self", "--out", svg]) == 0
+    assert "px, 1 molecule)" in capsys.readouterr().out
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--out", svg]) == 2
+    err = capsys.readouterr().err
+    assert "holds an ExternalAttention module; it has self attention: use --kind self" in err
+    assert len(err.strip().splitlines()) == 1
