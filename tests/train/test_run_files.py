@@ -151,3 +151,18 @@ def test_a_resume_into_its_own_folder_warns_only_with_verbose(recipe, tmp_path, 
         shown = [str(w.message) for w in seen if "exists and is not empty" in str(w.message)]
         assert bool(shown) is expected, (more, shown)
         assert all(m.startswith("Checkpoint directory ") and "checkpoints exists" in m for m in shown)
+
+
+def test_the_files_count_epochs_from_0_and_the_console_from_1_as_the_design_says(recipe, tmp_path, capsys):
+    # result.json's best_epoch and metrics.csv's epoch are Lightning's 0-based index (other tools read them), while
+    # the console counts from 1; users read the files, so docs/design.md says so
+    out = tmp_path / "run"
+    assert train(recipe, out, "trainer.max_epochs=2") == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    result = json.loads((out / "result.json").read_text())
+    epochs = [row.split(",")[0] for row in (out / "metrics.csv").read_text().splitlines()[1:]]
+    assert epochs == ["0", "1"] and result["best_epoch"] in (0, 1)
+    assert f"best epoch {result['best_epoch'] + 1}, val " in printed
+    design = " ".join((REPO / "docs" / "design.md").read_text().split())
+    assert ("`best_epoch` (`result.json`), `epoch` (`metrics.csv`) and `best_val_epoch` (bench's `results.csv`) are "
+            "Lightning's 0-based epoch index") in design
