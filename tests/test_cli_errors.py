@@ -90,7 +90,8 @@ CASES = [
      "argument --smiles: '' is not a molecule"),
     ("viz atom outside the vocabulary", ["viz", "{tmp}/zinc.ckpt", "--smiles", "[Xe]", "--kind", "self", "--out",
                                          "{tmp}/x.png"],
-     ("SMILES '[Xe]' (input 0): outside the model's 'bench' vocabulary: atom 0 ([Xe] in the kekulé SMILES) has "
+     ("SMILES '[Xe]' (input 0): outside the model's vocabulary (ZINC's 28 atom and 4 bond types, encoded as in "
+      "Benchmarking-GNNs): atom 0 ([Xe] in the kekulé SMILES) has "
       "type 'Xe', which is not one of the 28 ZINC atom types")),
     ("diagnose a file that is not a checkpoint", ["diagnose", "{tmp}/a-file", "--dataset", "tree-r2", "--out",
                                                   "{tmp}/d"], "is corrupt or not a gea-graph checkpoint"),

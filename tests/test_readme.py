@@ -106,7 +106,8 @@ def test_readme_use_a_trained_model(mirror, quick_checkpoint, shared_data_root, 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "graph_regression ['score']"
     assert lines[1].startswith("CCO ") and lines[2].startswith("c1ccccc1O ")
-    assert lines[3].startswith("C[Si](C)(C)C        nan  outside the model's 'bench' vocabulary: atom 1 ([Si]")
+    assert lines[3].startswith("C[Si](C)(C)C        nan  outside the model's vocabulary (ZINC's 28 atom and 4 bond "
+                               "types, encoded as in Benchmarking-GNNs): atom 1 ([Si]")
     assert lines[4].startswith("1000 test molecules, first ")
 
 

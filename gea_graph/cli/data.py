@@ -90,6 +90,10 @@ def run_prepare(args: argparse.Namespace) -> int:
     if name == "tree" and args.depth is None:
         raise checks.bad("name", name, "given with --depth R (2..7)", why="needs a depth")
     if name == "tree":
+        from gea_graph.data.tree import MAX_DEPTH, too_large
+
+        if args.depth > MAX_DEPTH and not args.allow_large:  # the library's advice names its Python argument
+            raise ValueError(too_large(args.depth, "pass --allow-large"))
         kwargs["depth"] = args.depth
         if args.allow_large:
             kwargs["allow_large"] = True

@@ -15,9 +15,9 @@ examples:
   gea-graph diagnose runs/graphormer/checkpoints/best.ckpt --compare runs/gfsa/checkpoints/best.ckpt --dataset zinc
 
 writes DIR/layers.csv (per layer: mean pairwise cosine similarity of node representations within a graph, Dirichlet
-energy and its normalised form; layer 0 = input of the first layer), DIR/frequency_response.csv (GFSA layers: the
-filter response h(lambda) = w0 + w1 lambda + wK (lambda + (K-1)(lambda^2 - lambda)) per head, on [-1, 1] and at the
-eigenvalues of the attention matrices on the graphs) and DIR/diagnostics.png.
+energy and its normalised form; layer 0 = input of the first layer), DIR/frequency_response.csv (only when a model has
+GFSA layers: the filter response h(lambda) = w0 + w1 lambda + wK (lambda + (K-1)(lambda^2 - lambda)) per head, on
+[-1, 1] and at the eigenvalues of the attention matrices on the graphs) and DIR/diagnostics.png.
 """
 
 

@@ -16,8 +16,9 @@ examples:
   gea-graph evaluate runs/pcqm/seed0/checkpoints/best.ckpt --dataset pcqm4mv2 --split val --out pcqm.json
 
 The data is read from --root (else $GEA_GRAPH_DATA, else ./datasets), never from a checkpoint's recipe, and made
-with the checkpoint's featurisation (feature mode, PE spec). Evaluating a checkpoint on the split its run tested on
-gives the test metric recorded in that run's result.json.
+with the checkpoint's featurisation (feature mode, PE spec). Evaluating a checkpoint on the test split of its own
+dataset gives the test metric recorded in that run's result.json, unless the run trained with data.subset: its
+result.json scored the first data.subset graphs of the split, evaluate scores all of them (a note says so).
 """
 
 
@@ -46,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gea_graph.cli.paths import refuse_overlap
     from gea_graph.cli.predict import load_models, resolve_device
-    from gea_graph.inference.evaluate import evaluate, summary_lines
+    from gea_graph.inference.evaluate import evaluate, subset_notes, summary_lines
     from gea_graph.io import ensure_folder, write_json
 
     refuse_overlap({"the checkpoint": args.checkpoints}, {"--out": args.out})
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(models, args.dataset, args.split, args.root, args.batch_size)
     ensure_folder(Path(args.out).parent)
     write_json(args.out, result)
-    for line in summary_lines(result):
+    for line in summary_lines(result) + subset_notes(models, args.dataset, args.split):
         print(line)
     print(f"wrote {args.out}")
     return 0

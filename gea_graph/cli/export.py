@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     save_export(program, metadata, args.out)
     names = ", ".join(i["name"] for i in metadata["inputs"])
+    # ":.1g" printed a replay without difference as "within 0"
+    agreement = "equal to the model" if worst == 0 else f"within {worst:.1e} of the model"
     print(f"wrote {args.out}: {metadata['architecture']}, inputs {names} + num_graphs, max_num_nodes; replay on "
-          f"other batch shapes within {worst:.1g} of the model")
+          f"other batch shapes {agreement}")
     if metadata["batch_dependent"]:
         print(f"note: this model normalises GEA over the whole batch (norm_scope: batch), so a graph's output "
               f"depends on its batch-mates; its recipe evaluated batches of {metadata['eval_batch_size']} graphs "

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         shared_scale=args.shared_scale,
     )
     path = picture.save(args.out)
-    print(f"wrote {path} ({picture.size[0]}x{picture.size[1]} px, {len(graphs)} molecules)")
+    count = f"{len(graphs)} molecule{'s' if len(graphs) != 1 else ''}"
+    print(f"wrote {path} ({picture.size[0]}x{picture.size[1]} px, {count})")
     for record, mol, title in zip(records, picture.mols, picture.titles):
         top = int(record.scores.argmax())
         symbol = mol.GetAtomWithIdx(top).GetSymbol()

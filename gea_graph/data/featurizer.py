@@ -24,6 +24,7 @@ from torch_geometric.data import Dataset
 
 from gea_graph.data.config import PathLike
 from gea_graph.data.featurizers import FEATURES, SizeBounds, featurize_chunk
+from gea_graph.data.featurizers.molecule import VOCABULARY_NAMES
 from gea_graph.data.molecules import _MoleculeDataset
 from gea_graph.data.store import Columns, GraphStore, graphs_to_columns
 from gea_graph.data.zinc import ZINC
@@ -180,7 +181,7 @@ class Featurizer:
                                             self.features, parse_pe(self.pe), refused=refused, bounds=bounds)
         errors = {row: reason for row, _, reason in bad}
         for row, reason in refused:
-            errors[row] = f"outside the model's {self.features!r} vocabulary: {reason}"
+            errors[row] = f"outside the model's vocabulary ({VOCABULARY_NAMES[self.features]}): {reason}"
         columns = graphs if isinstance(graphs, Columns) else graphs_to_columns(graphs)
         return Featurized(GraphStore.from_columns(columns) if len(kept) else None, kept, errors)
 

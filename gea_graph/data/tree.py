@@ -24,6 +24,14 @@ MAX_DEPTH = 7
 _STRUCTURE = ("edge_index", "num_nodes")
 
 
+def too_large(depth: int, how: str) -> str:
+    r"""Why a tree deeper than :data:`MAX_DEPTH` is refused: its size, then :obj:`how` to build it anyway."""
+    graphs, nodes = TreeNeighbourMatch.size(depth)
+    return (f"tree depth {depth} makes {graphs:,} graphs of {nodes:,} nodes: about "
+            f"{graphs * nodes * 4 / 2 ** 30:.1f} GiB on disk and more in memory while generating. The benchmark's "
+            f"depths are 2..{MAX_DEPTH}; to build this one anyway {how}")
+
+
 class TreeNeighbourMatch(CachedDataset):
     r"""Tree-NeighborsMatch from the `"On the Bottleneck of Graph Neural Networks and its Practical Implications"
     <https://arxiv.org/abs/2006.05205>`_ paper, sized as in GEAET's Table 5.
@@ -72,12 +80,8 @@ class TreeNeighbourMatch(CachedDataset):
             raise ValueError(f"TreeNeighbourMatch needs depth >= 2 (the benchmark's depths are 2..{MAX_DEPTH}), "
                              f"got {depth}")
         if depth > MAX_DEPTH and not allow_large:
-            graphs, nodes = self.size(depth)
-            raise ValueError(
-                f"tree depth {depth} makes {graphs:,} graphs of {nodes:,} nodes: about "
-                f"{graphs * nodes * 4 / 2 ** 30:.1f} GiB on disk and more in memory while generating. The benchmark's "
-                f"depths are 2..{MAX_DEPTH}; to build this one anyway pass allow_large=True (gea-graph data prepare "
-                f"tree --depth {depth} --allow-large)")
+            raise ValueError(too_large(depth, f"pass allow_large=True (gea-graph data prepare tree --depth {depth} "
+                                              f"--allow-large)"))
         self.depth = depth
         self.seed = seed
         self.folder = f"tree-r{depth}"

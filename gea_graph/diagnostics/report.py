@@ -252,7 +252,7 @@ def diagnose(
     out_dir: Path,
     forward: Callable[[nn.Module, Batch], Any] | None = None,
 ) -> dict[str, Path]:
-    """Measure every model and write ``layers.csv``, ``frequency_response.csv`` (GFSA layers only; header only when
+    """Measure every model and write ``layers.csv``, ``frequency_response.csv`` (GFSA layers only; not written when
     no model has one) and ``diagnostics.png`` into ``out_dir``.
 
     Args:
@@ -263,7 +263,7 @@ def diagnose(
         forward: how to call a model on a batch (default ``model(batch)``).
 
     Returns:
-        The written files by kind: ``"layers"``, ``"frequency_response"``, ``"plot"``.
+        The written files by kind: ``"layers"``, ``"frequency_response"`` (when a model has GFSA), ``"plot"``.
     """
     layer_rows: list[dict[str, Any]] = []
     response_rows: list[dict[str, Any]] = []
@@ -276,10 +276,10 @@ def diagnose(
                 coefficients, name, gfsa_eigenvalues(model, own, forward)
             )
     out_dir = Path(out_dir)
-    return {
-        "layers": write_csv(layer_rows, LAYER_COLUMNS, out_dir / "layers.csv"),
-        "frequency_response": write_csv(
+    written = {"layers": write_csv(layer_rows, LAYER_COLUMNS, out_dir / "layers.csv")}
+    if response_rows:  # a table of no model's GFSA layer would be a header alone
+        written["frequency_response"] = write_csv(
             response_rows, RESPONSE_COLUMNS, out_dir / "frequency_response.csv"
-        ),
-        "plot": plot_report(layer_rows, response_rows, out_dir / "diagnostics.png"),
-    }
+        )
+    written["plot"] = plot_report(layer_rows, response_rows, out_dir / "diagnostics.png")
+    return written

@@ -204,6 +204,19 @@ def evaluate(models: Sequence[TrainedModel], dataset: str, split: str, root: Pat
     return result
 
 
+def subset_notes(models: Sequence[TrainedModel], dataset: str, split: str) -> list[str]:
+    r"""One note per model trained with ``data.subset`` whose own dataset is :obj:`dataset`: its ``result.json``
+    holds the metric on the first ``data.subset`` graphs of each split, :func:`evaluate` the whole split's."""
+    notes = []
+    for trained in models:
+        subset = trained.recipe.data.subset
+        if subset is not None and dataset.lower() == trained.featurizer.dataset:
+            notes.append(f"note: {trained.recipe.name} ({trained.path}) was trained and tested on a subset "
+                         f"(data.subset={subset}); this is the whole {split} split, not the subset its result.json "
+                         f"scored")
+    return notes
+
+
 def summary_lines(result: dict[str, Any]) -> list[str]:
     r"""One line per model (and the ensemble): ``<recipe> (<checkpoint>): <metric> <value>``."""
     def fmt(entry: dict[str, Any]) -> str:

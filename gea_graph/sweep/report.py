@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from gea_graph.io import atomic_write, save_figure, write_text
+from gea_graph.sweep.storage import EMBEDDED_FILE
 from gea_graph.sweep.study import Target
 from gea_graph.train.recipe import dump_recipe
 
@@ -95,7 +96,7 @@ def write_best(target: Target, best: FrozenTrial, out: Path, max_time: float | N
 
 def plot(study: optuna.Study, target: Target, out: Path) -> dict[str, str]:
     r"""Optuna's matplotlib optimisation history and parameter importances as PNG (what could be drawn:
-    importances need two complete trials and a parameter that varies)."""
+    importances need two complete trials and a parameter that varies; nothing without a complete trial)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,6 +104,8 @@ def plot(study: optuna.Study, target: Target, out: Path) -> dict[str, str]:
     from optuna.visualization import matplotlib as ovm
 
     drawn: dict[str, str] = {}
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return drawn  # Optuna would log that it has no complete trial; the report says so itself
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna marks its matplotlib backend experimental
         for kind, draw in (("history", ovm.plot_optimization_history), ("importance", ovm.plot_param_importances)):
@@ -141,7 +144,8 @@ def markdown(studies: Sequence[tuple[Target, optuna.Study]], out: Path, info: di
     cap = info.get("max_time_min")
     lines = ["# Hyperparameter sweep", "",
              f"Command: `{info.get('command')}`", "",
-             f"Study `{info.get('study')}` in {info.get('storage')}; {info.get('trials')} finished trials per recipe "
+             f"Study `{info.get('study')}` in {storage_words(info.get('storage'))}; {info.get('trials')} finished "
+             f"trial{'s' if info.get('trials') != 1 else ''} per recipe "
              f"(complete or pruned), {'a cap of ' + format(cap, 'g') + ' min' if cap else 'no time cap'} per trial, "
              + (f"at most {info['max_params']:,} parameters" if info.get("max_params") else "no parameter cap")
              + f", sampler {info.get('sampler')}, pruner {info.get('pruner')}"
@@ -170,7 +174,7 @@ def markdown(studies: Sequence[tuple[Target, optuna.Study]], out: Path, info: di
                              + " | ".join(_fmt(trial.params.get(k)) for k in keys) + " |")
             lines += ["", f"Best: trial {best[0].number}, written as `best-{target.name}.yaml`.", ""]
         else:
-            lines += ["No complete trial yet.", ""]
+            lines += ["No trial completed: nothing to rank or plot.", ""]
         for kind, what in plots.get(target.name, {}).items():
             title = "Optimisation history" if kind == "history" else "Parameter importances"
             lines += [f"![{title} of {target.name}]({what})" if what.endswith(".png") else f"{title}: {what}.", ""]
@@ -189,6 +193,13 @@ def markdown(studies: Sequence[tuple[Target, optuna.Study]], out: Path, info: di
                          f"{val[0]:.4f} ± {val[1]:.4f} | {test[0]:.4f} ± {test[1]:.4f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def storage_words(storage: str | None) -> str:
+    r"""Where the study lives, for the report: ``sweep.json``'s ``storage`` is ``"embedded"`` or a masked URL."""
+    if storage == "embedded":
+        return f"the sweep's own SQLite file (`{EMBEDDED_FILE}`)"
+    return f"the storage `{storage}`"
 
 
 def _fmt(value: Any) -> str:

@@ -25,20 +25,23 @@ BANNER_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.uti
                   "lightning.fabric.utilities.distributed", "lightning.pytorch.accelerators.cuda")
 #: Warnings about Lightning's own code, not the run (torch deprecates a pytree class Lightning still uses).
 LIBRARY_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+#: Warnings that a resumed run makes by design: its checkpoints folder already holds its checkpoints.
+RESUME_WARNINGS = (r"Checkpoint directory .* exists and is not empty",)
 
 
 @contextlib.contextmanager
-def lightning_banners(shown: bool) -> Iterator[None]:
-    r"""Hides Lightning's start-up banners (:data:`BANNER_LOGGERS`, below their ``WARNING`` level) and the
-    warnings about its own code (:data:`LIBRARY_WARNINGS`) for the block, unless :obj:`shown` (``--verbose``).
-    Warnings about the run itself (a missing logger, a slow data loader) are left as they are."""
+def lightning_banners(shown: bool, resuming: bool = False) -> Iterator[None]:
+    r"""Hides Lightning's start-up banners (:data:`BANNER_LOGGERS`, below their ``WARNING`` level), the warnings
+    about its own code (:data:`LIBRARY_WARNINGS`) and, when :obj:`resuming`, those a resume into its own folder makes
+    (:data:`RESUME_WARNINGS`) for the block, unless :obj:`shown` (``--verbose``). Warnings about the run itself (a
+    missing logger, a slow data loader) are left as they are."""
     if shown:
         yield
         return
     loggers = [logging.getLogger(name) for name in BANNER_LOGGERS]
     levels = [logger.level for logger in loggers]
     with warnings.catch_warnings():
-        for pattern in LIBRARY_WARNINGS:
+        for pattern in LIBRARY_WARNINGS + (RESUME_WARNINGS if resuming else ()):
             warnings.filterwarnings("ignore", message=pattern)
         for logger in loggers:
             logger.setLevel(logging.WARNING)

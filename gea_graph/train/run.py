@@ -176,8 +176,8 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
         callbacks: Extra Lightning callbacks.
         verbose: Print the parameter count, a line per epoch (:class:`~gea_graph.train.callbacks.EpochLine`) and
             the summary.
-        banners: Show Lightning's start-up banners and its warnings about its own code (``--verbose``;
-            :func:`~gea_graph.train.logs.lightning_banners`).
+        banners: Show Lightning's start-up banners, its warnings about its own code and, on a resume, its warning
+            that the checkpoints folder is not empty (``--verbose``; :func:`~gea_graph.train.logs.lightning_banners`).
         stop_after: Stop cleanly at the first epoch end after this many minutes (checkpoints written, no
             ``result.json``) and raise :class:`RunPaused`; ``resume=True`` continues the run exactly. Unlike
             ``max_time`` this does not end the run, it pauses it.
@@ -193,7 +193,7 @@ def fit(recipe: Recipe, out_dir: str | os.PathLike, seed: int | None = None, res
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-    with run_lock(out), torch_flags_kept(), lightning_banners(banners):
+    with run_lock(out), torch_flags_kept(), lightning_banners(banners, resuming=resume):
         return _fit(recipe, out, seed, resume, accelerator, devices, num_nodes, strategy, max_time, tensorboard,
                     progress, callbacks, verbose, stop_after)
 

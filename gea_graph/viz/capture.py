@@ -61,9 +61,12 @@ def resolve_layer(model: nn.Module, kind: str, layer: int = -1) -> int:
     layers = find_layers(model)
     found = attention_layers(model, kind)
     if not found:
+        modules = " / ".join(t.__name__ for t in _module_types(kind))
+        other = next(k for k in KINDS if k != kind)
+        hint = f"; it has {other} attention: use --kind {other}" if attention_layers(model, other) else ""
         raise ValueError(
             f"the model ({type(model).__name__}) has no {kind} attention: none of its {len(layers)} layers holds "
-            f"a {' / '.join(t.__name__ for t in _module_types(kind))} module"
+            f"{'an' if modules[0] in 'AEIOU' else 'a'} {modules} module{hint}"
         )
     if layer == 0 or not -len(layers) <= layer <= len(layers):
         raise ValueError(

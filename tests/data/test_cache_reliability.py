@@ -80,6 +80,8 @@ def test_tree_depth_beyond_the_benchmark_needs_an_explicit_flag(tmp_path, capsys
     assert main(["data", "prepare", "tree", "--depth", "9", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--allow-large" in err and len(err.strip().splitlines()) == 1
+    # a command-line user is told the flag, not the Python argument
+    assert err.strip().endswith("to build this one anyway pass --allow-large") and "allow_large" not in err
     assert not any(tmp_path.rglob("*.pt"))
 
 

@@ -39,7 +39,7 @@ def test_invalid_inputs_get_a_reason_and_the_others_their_graphs():
     out = featurizer.featurize(inputs)
     assert out.rows.tolist() == [0, 5, 6]
     assert set(out.errors) == {1, 2, 3, 4}
-    assert "outside the model's 'bench' vocabulary" in out.errors[1] and "'Si'" in out.errors[1]
+    assert "outside the model's vocabulary (ZINC's 28 atom" in out.errors[1] and "'Si'" in out.errors[1]
     assert out.errors[2] == "RDKit cannot parse this SMILES"
     assert out.errors[3] == out.errors[4] == "no SMILES (an empty cell)"
     single = out.batch([1])  # "C": one atom, no bond

@@ -149,3 +149,24 @@ def test_a_dataset_of_other_targets_is_refused_in_one_line(tmp_path, capsys):
     assert code == 2, err
     assert "predicts 10 output(s) scored by ap; zinc has 1 target(s) scored by MAE" in err
     assert "Traceback" not in err and not out.exists() and not (tmp_path / "data").exists()
+
+
+def test_a_subset_run_is_noted_as_scored_on_its_whole_split(mirror, data_dir, tmp_path, capsys):
+    # A run with data.subset=64 records the metric of the first 64 test graphs in result.json; evaluate scores the
+    # whole split, and said nothing of the difference.
+    from .conftest import ZINC_RUN, save_untrained
+
+    small = [o for o in ZINC_RUN if not o.startswith("trainer.")]
+    subset = save_untrained("geaet-zinc-quick", [*small, "data.subset=64"], tmp_path / "subset.ckpt")
+    whole = save_untrained("geaet-zinc-quick", small, tmp_path / "whole.ckpt")
+    printed = {}
+    for ckpt in (subset, whole):
+        argv = ["evaluate", str(ckpt), "--dataset", "zinc", "--split", "test", "--root", str(data_dir),
+                "--out", str(tmp_path / f"{ckpt.stem}.json")]
+        assert main(argv) == 0, capsys.readouterr().err
+        printed[ckpt.stem] = capsys.readouterr().out
+    notes = [line for line in printed["subset"].splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "trained and tested on a subset (data.subset=64); this is the whole test split" in \
+        notes[0]
+    assert json.loads((tmp_path / "subset.json").read_text())["graphs"] == 1000
+    assert "note:" not in printed["whole"]

@@ -85,3 +85,16 @@ def test_the_export_of_a_batch_dependent_model_says_so(tmp_path, capsys):
     meta = json.loads(extra[METADATA_FILE])
     trained = gea_graph.load_model(ckpt)
     assert meta["batch_dependent"] is True and meta["eval_batch_size"] == trained.eval_batch_size
+
+
+def test_the_replay_bound_is_printed_readably(tmp_path, capsys, monkeypatch):
+    # a replay without difference printed "within 0 of the model" (a ":.1g" of 0.0)
+    import gea_graph.inference.export as export_module
+
+    tree = save_untrained("gin-tree-r2", ["model.hidden=8", "model.layers=1"], tmp_path / "tree.ckpt")
+    for worst, expected in ((0.0, "replay on other batch shapes equal to the model"),
+                            (3.2e-7, "replay on other batch shapes within 3.2e-07 of the model")):
+        monkeypatch.setattr(export_module, "check_replay", lambda *_args, worst=worst: worst)
+        assert main(["export", str(tree), "--out", str(tmp_path / "tree.pt2")]) == 0, capsys.readouterr().err
+        printed = capsys.readouterr().out
+        assert printed.splitlines()[0].endswith(expected), printed

@@ -82,7 +82,7 @@ def test_invalid_inputs_keep_their_rows_with_a_reason(zinc_run):
     inputs = [good[0], "C[Si](C)(C)C", good[1], "C1CC(N", None, good[2]]
     got = trained.predict(inputs)
     assert len(got) == 6 and got.valid.tolist() == [True, False, True, False, False, True]
-    assert "outside the model's 'bench' vocabulary" in got.errors[1] and "'Si'" in got.errors[1]
+    assert "outside the model's vocabulary (ZINC's 28 atom" in got.errors[1] and "'Si'" in got.errors[1]
     assert got.errors[3] == "RDKit cannot parse this SMILES"
     assert np.isnan(got.values[[1, 3, 4]]).all()
     np.testing.assert_allclose(got.values[got.valid], trained.predict(good).values, rtol=1e-5, atol=1e-5)

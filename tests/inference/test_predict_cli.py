@@ -331,3 +331,25 @@ def test_a_graph_beyond_the_bounds_is_an_invalid_input(ckpt, tmp_path):
     wider = predict_to_files([trained], Source(graph_chunks(graphs, bounds=SizeBounds(max_nodes=1_500)), 3), out,
                              progress=False)
     assert (wider.predicted, wider.invalid) == (3, 0)
+
+
+def test_a_batch_dependent_model_warns_only_when_batch_size_asks_for_another(tmp_path):
+    # The README said such a model's predict warns; it warns only when --batch-size differs from the recipe's
+    # evaluation batch size, and predicts with that size in every case.
+    import warnings
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "(a warning says so only when `--batch-size` asks for another size)" in readme
+    ckpt = save_untrained("geaet-zinc-quick", ["model.norm_scope=batch", "model.hidden=16", "model.layers=1",
+                                               "model.pe.dim=4", "trainer.eval_batch_size=4"], tmp_path / "b.ckpt")
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN", "CCCl", "c1ccncc1", "OCCO"]
+    tables = []
+    for more, warns in (((), False), (("--batch-size", "4"), False), (("--batch-size", "2"), True)):
+        out = tmp_path / f"p{len(tables)}.csv"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(["predict", str(ckpt), "--smiles", *smiles, "--out", str(out), *more]) == 0
+        said = [str(w.message) for w in caught if "norm_scope: batch" in str(w.message)]
+        assert len(said) == int(warns), (more, said)
+        tables.append(read(out))
+    assert tables[0] == tables[1] == tables[2]

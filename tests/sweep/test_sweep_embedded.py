@@ -182,3 +182,17 @@ def test_a_surplus_trial_is_a_reason_in_trials_csv_not_a_traceback(tmp_path, tin
     rows = trials_csv(out)
     assert [r["state"] for r in rows] == ["PRUNED", "FAIL"] and rows[1]["reason"].startswith("surplus")
     assert [r.getMessage() for r in records if r.name == "optuna.study._optimize"] == []
+
+
+def test_a_sweep_without_a_complete_trial_says_so_plainly(tmp_path, tiny, sweep_env):
+    # sweep.md said "Study `sweep` in embedded", and Optuna warned "There are no complete trials." and "Study instance
+    # does not contain completed trials." when the report asked it to plot a study of pruned trials only
+    out = tmp_path / "sweep"
+    proc = run_sweep(sweep_env, str(tiny), "--out", str(out), "--trials", "1", "--max-params", "100")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    console = proc.stdout + proc.stderr
+    assert "no complete trials" not in console.lower() and "does not contain completed trials" not in console
+    report = (out / "sweep.md").read_text()
+    assert "Study `sweep` in the sweep's own SQLite file (`optuna.db`); 1 finished trial per recipe" in report
+    assert "No trial completed: nothing to rank or plot." in report and ".png" not in report
+    assert not list(out.glob("*.png"))

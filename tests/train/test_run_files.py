@@ -135,3 +135,34 @@ def test_run_files_get_the_permissions_of_the_umask(recipe, tmp_path, umask):
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o666 & ~umask for p in files}
     folders = [out, out / "checkpoints", out / "logs"]
     assert {str(p): stat.S_IMODE(p.stat().st_mode) for p in folders} == {str(p): 0o777 & ~umask for p in folders}
+
+
+def test_a_resume_into_its_own_folder_warns_only_with_verbose(recipe, tmp_path, capsys):
+    # Lightning warns that the checkpoints folder "exists and is not empty": on --resume it holds the run's own
+    # checkpoints, as intended, and the warning only alarmed the user; --verbose shows Lightning's warnings again.
+    import warnings
+
+    out = tmp_path / "run"
+    assert train(recipe, out) == 0, capsys.readouterr().err
+    for more, expected in (((), False), (("--verbose",), True)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert train(recipe, out, "--resume", *more) == 0, capsys.readouterr().err
+        shown = [str(w.message) for w in seen if "exists and is not empty" in str(w.message)]
+        assert bool(shown) is expected, (more, shown)
+        assert all(m.startswith("Checkpoint directory ") and "checkpoints exists" in m for m in shown)
+
+
+def test_the_files_count_epochs_from_0_and_the_console_from_1_as_the_design_says(recipe, tmp_path, capsys):
+    # result.json's best_epoch and metrics.csv's epoch are Lightning's 0-based index (other tools read them), while
+    # the console counts from 1; users read the files, so docs/design.md says so
+    out = tmp_path / "run"
+    assert train(recipe, out, "trainer.max_epochs=2") == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    result = json.loads((out / "result.json").read_text())
+    epochs = [row.split(",")[0] for row in (out / "metrics.csv").read_text().splitlines()[1:]]
+    assert epochs == ["0", "1"] and result["best_epoch"] in (0, 1)
+    assert f"best epoch {result['best_epoch'] + 1}, val " in printed
+    design = " ".join((REPO / "docs" / "design.md").read_text().split())
+    assert ("`best_epoch` (`result.json`), `epoch` (`metrics.csv`) and `best_val_epoch` (bench's `results.csv`) are "
+            "Lightning's 0-based epoch index") in design

@@ -168,3 +168,24 @@ def test_viz_errors(self_only, tmp_path, capsys):
     assert ".png or .svg" in capsys.readouterr().err
     assert main(["viz", str(tmp_path / "missing.ckpt"), "--smiles", "CCO", "--out", png]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_diagnose_of_a_model_without_gfsa_writes_no_frequency_response(mirror, self_only, tmp_path, capsys):
+    # it wrote a header-only frequency_response.csv and listed it as written
+    out = tmp_path / "diag"
+    argv = ["diagnose", str(self_only), "--dataset", "zinc", "--graphs", "8", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["diagnostics.png", "layers.csv"]
+    assert "frequency_response" not in printed and f"wrote {out / 'layers.csv'} (layers)" in printed
+
+
+def test_viz_of_one_molecule_and_the_kind_a_model_has(self_only, tmp_path, capsys):
+    # "1 molecules"; and the default --kind external on a model with self-attention only named no way out
+    svg = str(tmp_path / "one.svg")
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--kind", "self", "--out", svg]) == 0
+    assert "px, 1 molecule)" in capsys.readouterr().out
+    assert main(["viz", str(self_only), "--smiles", "CCO", "--out", svg]) == 2
+    err = capsys.readouterr().err
+    assert "holds an ExternalAttention module; it has self attention: use --kind self" in err
+    assert len(err.strip().splitlines()) == 1

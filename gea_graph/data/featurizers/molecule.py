@@ -158,6 +158,11 @@ FEATURES: dict[str, MolGraphFeaturizer] = {
                                 advice=" of the Benchmarking-GNNs ZINC vocabulary; use features='ogb' for molecules "
                                        "outside ZINC's vocabulary"),
 }
+#: What each feature mode's vocabulary is, in words for a user (its name, e.g. "bench", is internal).
+VOCABULARY_NAMES: dict[str, str] = {
+    "ogb": "OGB's atom and bond features",
+    "bench": "ZINC's 28 atom and 4 bond types, encoded as in Benchmarking-GNNs",
+}
 #: Columns of ``x`` and ``edge_attr`` of each feature mode.
 FEATURE_WIDTHS: dict[str, tuple[int, int]] = {name: f.shape for name, f in FEATURES.items()}
 
