@@ -68,6 +68,10 @@ JOBS=$(( $(echo ${RECIPES//,/ } | wc -w) * $(echo ${SEEDS//,/ } | wc -w) ))
 timeout $((LEFT - 20)) gea-graph bench --recipes $RECIPES --seeds $SEEDS --jobs $JOBS --threads 3 \
     --set trainer.compile=reduce-overhead --out $RUNS --stop-after $STOP 2>&1 | grep -v Warning | tail -8
 echo "bench: exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
+# A run is saved only at an epoch end: a first epoch (compiling included) longer than the window leaves nothing
+[ -n "$(find $RUNS -name last.ckpt -print -quit)" ] || echo "no run saved a checkpoint: no epoch ended within" \
+    "the bench's $((LEFT - 20)) s, so the queue's state did not move; give the bench a whole chunk (no selfcheck," \
+    "no perf)"
 cd $RUNS || exit 5
 tar czf $OUT/bench.tgz bench.json results.* curves.png 2>/dev/null
 for run in */seed*; do tar czf "$OUT/$(echo $run | tr / -).tgz" "$run"; done

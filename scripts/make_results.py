@@ -133,7 +133,9 @@ checkout; the chunk trains a scratch copy there and returns the new state in `$O
    is). The script installs the wheels, builds the data first (each queue recipe's and, with `perf`, its rows'),
    trains a scratch copy of the state folder (all runs at once, `trainer.compile=reduce-overhead`, `--stop-after` the
    whole minutes left less 75 s) and leaves in `$OUT` `check.tgz`, `bench.tgz` and one archive per run (under 16 MiB
-   each; a bench of more than 6 runs goes in several benches, e.g. one per recipe).
+   each; a bench of more than 6 runs goes in several benches, e.g. one per recipe). A run is saved only at an epoch
+   end: if its first epoch, compiling included, outlasts the bench's window, the chunk brings back no state and says
+   so; give the bench a whole chunk then.
 3. Back on any development machine, unpack and commit (the script's header):
    `mkdir -p docs/results/gpu/queue/peptides-func; for f in FILES_AT/bench.tgz FILES_AT/*-seed*.tgz; do tar xzf $f
    -C docs/results/gpu/queue/peptides-func; done` and `find docs/results/gpu/queue/peptides-func -name best.ckpt
