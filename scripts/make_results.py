@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from gea_graph import checks
 from gea_graph.bench.runner import device_label, epochs_cell, variant_labels
 from gea_graph.io import copy_file, ensure_folder, write_text
+from gea_graph.sweep.report import storage_words
 from gea_graph.train.recipe import load_yaml
 
 
@@ -617,7 +618,8 @@ def sweep_lines(sweep: Sweep, page: Path) -> list[str]:
              (f"- software: Python {machine.get('python')}, torch {machine.get('torch')}, PyG "
               f"{machine.get('torch_geometric')}, gea-graph commit{'s' if len(commits) > 1 else ''} "
               f"{', '.join(str(c) for c in commits)}"),
-             f"- study `{info.get('study')}` ({info.get('storage')}): {info.get('trials')} finished trials per recipe, "
+             f"- study `{info.get('study')}` in {storage_words(info.get('storage'))}: {info.get('trials')} finished "
+             "trials per recipe, "
              f"{f'{cap:g} min' if cap else 'no cap'} per trial, "
              + (f"at most {info['max_params']:,} parameters" if info.get("max_params") else "no parameter cap")
              + f", sampler {info.get('sampler')}, pruner {info.get('pruner')}, {info.get('jobs')} trial(s) at a time",
