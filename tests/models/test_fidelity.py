@@ -103,3 +103,13 @@ def test_lrgb_superpixel_baselines_train_as_long_as_their_configs(name, epochs):
     # max_epoch of LRGB's configs/GCN/vocsuperpixels-GCN.yaml, configs/GINE/vocsuperpixels-GINE+LapPE.yaml,
     # configs/GatedGCN/vocsuperpixels-GatedGCN+LapPE.yaml and configs/GCN/cocosuperpixels-GCN.yaml
     assert load_recipe(name).trainer.max_epochs == epochs
+
+
+@pytest.mark.parametrize("name, patience", [("gcn-peptides-func", 20), ("gatedgcn-peptides-struct", 20),
+                                            ("gine-pascalvoc-sp", 10), ("gcn-pcqm-contact", 10),
+                                            ("transformer-pcqm-contact", 10)])
+def test_lrgb_baselines_reduce_on_plateau_as_their_configs(name, patience):
+    # LRGB's configs: scheduler reduce_on_plateau, reduce_factor 0.5, min_lr 1e-5, schedule_patience 20 (Peptides)
+    # or 10 (PascalVOC-SP, COCO-SP, PCQM-Contact)
+    optim = load_recipe(name).optim
+    assert (optim.schedule, optim.factor, optim.patience, optim.min_lr) == ("plateau", 0.5, patience, 1e-5)
