@@ -2,7 +2,7 @@ r"""The groups of rows of ``gea-graph perf`` and :func:`run_suite`, which runs t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -46,6 +46,15 @@ def row_groups() -> dict[str, RowGroup]:
 OPT_IN_GROUPS = ("compile", "scale")
 
 
+def _rows_or_failure(name: str, group: RowGroup, settings: Settings) -> Iterator[Row]:
+    # A group may yield its rows one by one; a failure ends it with one unmet row saying why.
+    try:
+        yield from group(settings)
+    except Exception as err:  # noqa: BLE001 -- reported as an unmet row, see run_suite
+        yield Row(name, None, None, "—", Target("<=", 0.0),
+                  f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])
+
+
 def run_suite(settings: Settings, out_dir: Path | None = None,
               only: Iterable[str] | None = None,
               log: Callable[[str], object] = print) -> list[Row]:
@@ -66,21 +75,13 @@ def run_suite(settings: Settings, out_dir: Path | None = None,
     for name in names:
         t0 = time.perf_counter()
         got: list[Row] = []
-        try:
-            for row in groups[name](settings):  # a group may yield its rows one by one
-                got.append(row)
-                rows.append(row)
-                if out_dir is not None:  # partial reports: an interrupted run keeps every row it measured
-                    write_reports(rows, out_dir, settings, time.perf_counter() - start)
-        except Exception as err:  # noqa: BLE001 -- reported as an unmet row, see docstring
-            failed = Row(name, None, None, "—", Target("<=", 0.0),
-                         f"failed: {type(err).__name__}: {err}".replace("|", "/")[:300])
-            got.append(failed)
-            rows.append(failed)
+        for row in _rows_or_failure(name, groups[name], settings):
+            got.append(row)
+            rows.append(row)
+            if out_dir is not None:  # partial reports: an interrupted run keeps every row it measured
+                write_reports(rows, out_dir, settings, time.perf_counter() - start)
         log(f"[perf] {name}: {time.perf_counter() - t0:.1f} s")
         log(format_table(got))
-        if out_dir is not None:
-            write_reports(rows, out_dir, settings, time.perf_counter() - start)
     seconds = time.perf_counter() - start
     log(environment_line(settings))
     log(format_table(rows))
