@@ -86,8 +86,8 @@ class GraphModel(Module):
         ``batch.ptr.diff().numpy()`` while the batch is still on the CPU; only the size-grouped attentions read
         it). The training loop computes both on the host before the batch moves to the device
         (:func:`host_sizes`), so a training step has no host sync in the model. To compile:
-        ``DynamicCompiled(model)(batch, max_num_nodes=n)`` (:class:`~gea_graph.nn.compiling.DynamicCompiled`;
-        without :obj:`node_counts`, the grouped attentions then run on the padded batch)."""
+        ``torch.compile(model, dynamic=True, fullgraph=True)(batch, max_num_nodes=n)`` (without
+        :obj:`node_counts`: the grouped attentions then run on the padded batch)."""
         nodes, graphs = self.embed(batch, max_num_nodes, node_counts)
         task = self.cfg.task
         if task.startswith("graph_"):

@@ -18,7 +18,6 @@ from torch_geometric.data.data import BaseData
 from gea_graph.data.device import host_ptr
 from gea_graph.models import build_model, count_parameters
 from gea_graph.models.networks import GraphModel, host_sizes
-from gea_graph.nn.compiling import DynamicCompiled
 from gea_graph.nn.norm import DistributedBatchNorm
 from gea_graph.train import fixed_size
 from gea_graph.train.checkpoint import RECORD_KEY, checkpoint_record
@@ -188,8 +187,9 @@ class GraphTask(L.LightningModule):
         if backend and self.fixed_size:  # static shapes: forward and loss as one graph per fixed shape
             self.__dict__["_compiled_step"] = torch.compile(fixed_size.predict_and_loss, fullgraph=True,
                                                             dynamic=False, backend=backend, mode=mode)
-        elif backend:
-            self.__dict__["_compiled"] = DynamicCompiled(self.model, backend=backend, mode=mode)
+        elif backend:  # dynamic shapes: sizes are symbols, so a new batch size does not compile again
+            self.__dict__["_compiled"] = torch.compile(self.model, dynamic=True, fullgraph=True, backend=backend,
+                                                       mode=mode)
         self._cuda_graphs = mode == "reduce-overhead"
 
     def fixed_shapes(self) -> list[fixed_size.FixedShape]:

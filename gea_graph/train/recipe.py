@@ -272,8 +272,8 @@ class TrainerConfig:
             ``default`` (or ``true``: the ``inductor`` backend), ``reduce-overhead`` (inductor with CUDA graphs: the
             whole step, evaluation included, replayed as one graph per fixed batch shape; on a CPU, inductor), or
             the name of a :func:`torch.compile` backend (e.g. ``aot_eager``, which needs no C++ compiler). Without
-            fixed-size batches the model compiles with dynamic shapes
-            (:class:`~gea_graph.nn.compiling.DynamicCompiled`: one compiled graph for every batch).
+            fixed-size batches the model compiles with dynamic shapes: a few graphs a run, not one per batch size
+            (training and evaluation apart; torch specialises a size of 1, e.g. a batch of one graph).
         fixed_size: Pad every batch to one of a few shapes planned once per split
             (:mod:`gea_graph.train.fixed_size`; padding changes no result): ``auto`` (where the step is compiled
             with ``reduce-overhead``), ``true`` or ``false``.
