@@ -111,6 +111,9 @@ CASES = [
     ("recipe max_time 1e308", [*T, "trainer.max_time=1e308"], "trainer.max_time: 1e+308 is not allowed"),
     ("predict empty smiles", ["predict", "{tmp}/zinc.ckpt", "--smiles", "", "--out", "{tmp}/p.csv"],
      "argument --smiles: '' is not a SMILES string; it must be a non-empty SMILES string, e.g. CCO"),
+    # PyG's GPSConv pads with to_dense_batch: compiling it ended in a 170-line BackendCompilerFailed traceback
+    ("compile pyg-gps", ["train", "pyg-gps-zinc", "trainer.compile=true", "--out", "{tmp}/run"],
+     "trainer.compile: PyG's GPS example (family pyg_gps) cannot be compiled"),
 ]
 
 

@@ -386,6 +386,10 @@ class Recipe:
                              f"add {m.pe.kind}:{m.pe.size} to data.pe (or set model.pe.size to match)")
         if m.family == "graphormer":
             _check_graphormer_data(self.data.pe, m)
+        if m.family == "pyg_gps" and self.trainer.compile:
+            raise ValueError("trainer.compile: PyG's GPS example (family pyg_gps) cannot be compiled: its GPSConv "
+                             "sizes the dense attention batch from the data (to_dense_batch), which torch.compile "
+                             "cannot trace as one graph; train it with trainer.compile=false, as PyG's example does")
 
     def to_dict(self) -> dict[str, Any]:
         r"""Plain-type dictionary (YAML/JSON/``weights_only`` checkpoint safe)."""
