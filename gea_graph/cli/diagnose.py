@@ -17,7 +17,8 @@ examples:
 writes DIR/layers.csv (per layer: mean pairwise cosine similarity of node representations within a graph, Dirichlet
 energy and its normalised form; layer 0 = input of the first layer), DIR/frequency_response.csv (only when a model has
 GFSA layers: the filter response h(lambda) = w0 + w1 lambda + wK (lambda + (K-1)(lambda^2 - lambda)) per head, on
-[-1, 1] and at the eigenvalues of the attention matrices on the graphs) and DIR/diagnostics.png.
+[-1, 1] and at the eigenvalues of the attention matrices on the graphs; one left in DIR by an earlier diagnosis is
+removed when no model has GFSA) and DIR/diagnostics.png.
 """
 
 
@@ -92,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     paths = diagnose(models, batches, out)
     for kind, path in paths.items():
         print(f"wrote {path} ({kind})")
+    earlier = out / "frequency_response.csv"
+    if "frequency_response" not in paths and earlier.is_file():  # it would read as these models' table
+        earlier.unlink()
+        print(f"removed {earlier} (of an earlier diagnosis: no model here has GFSA)")
     _print_summary(paths["layers"])
     return 0
 

@@ -173,11 +173,15 @@ def test_viz_errors(self_only, tmp_path, capsys):
 def test_diagnose_of_a_model_without_gfsa_writes_no_frequency_response(mirror, self_only, tmp_path, capsys):
     # it wrote a header-only frequency_response.csv and listed it as written
     out = tmp_path / "diag"
+    out.mkdir()
+    (out / "frequency_response.csv").write_text("a table of an earlier diagnosis, with GFSA\n")
     argv = ["diagnose", str(self_only), "--dataset", "zinc", "--graphs", "8", "--out", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["diagnostics.png", "layers.csv"]
-    assert "frequency_response" not in printed and f"wrote {out / 'layers.csv'} (layers)" in printed
+    assert f"wrote {out / 'layers.csv'} (layers)" in printed
+    # an earlier diagnosis's table in the same folder would read as this model's
+    assert f"removed {out / 'frequency_response.csv'} (of an earlier diagnosis: no model here has GFSA)" in printed
 
 
 def test_viz_of_one_molecule_and_the_kind_a_model_has(self_only, tmp_path, capsys):
