@@ -49,6 +49,11 @@ TASKS = ("graph_regression", "graph_classification", "graph_multilabel", "node_c
 
 #: Keys that :func:`pad_batch` adds.
 MASK_KEYS = ("node_mask", "edge_mask", "graph_mask")
+#: Where :func:`plan_shapes` puts a split's smaller shapes, among its random batches' node and edge totals.
+QUANTILES = (0.5, 0.9)
+#: The graphs a fixed-size run compiles at most: a shape per quantile and the largest, for training on the training
+#: split and for evaluation on the validation, test and (``trainer.eval_train``) training splits.
+MAX_COMPILED_GRAPHS = 4 * (len(QUANTILES) + 1)
 
 
 @dataclass(frozen=True, order=True)
@@ -97,7 +102,7 @@ def graph_sizes(dataset: Any, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray
     return np.concatenate(nodes).astype(np.int64), np.concatenate(edges).astype(np.int64)
 
 
-def plan_shapes(nodes: np.ndarray, edges: np.ndarray, batch_size: int, quantiles: Sequence[float] = (0.5, 0.9),
+def plan_shapes(nodes: np.ndarray, edges: np.ndarray, batch_size: int, quantiles: Sequence[float] = QUANTILES,
                 samples: int = 512, seed: int = 0) -> list[FixedShape]:
     r"""The shapes of a split's batches of ``batch_size`` graphs (padding graphs added), smallest first.
 

@@ -184,12 +184,15 @@ class GraphTask(L.LightningModule):
         backend = "inductor" if tr.compile in (True, "reduce-overhead") else tr.compile
         mode = "reduce-overhead" if tr.compile == "reduce-overhead" else None
         self.__dict__["_compiled"] = self.__dict__["_compiled_step"] = None
+        # A run's compiled graphs count against their own recompile limit, not those of earlier runs in the process
+        # (sweep trials, tests); past it, fullgraph=True stops the run.
         if backend and self.fixed_size:  # static shapes: forward and loss as one graph per fixed shape
-            self.__dict__["_compiled_step"] = torch.compile(fixed_size.predict_and_loss, fullgraph=True,
-                                                            dynamic=False, backend=backend, mode=mode)
+            self.__dict__["_compiled_step"] = torch.compile(
+                fixed_size.predict_and_loss, fullgraph=True, dynamic=False, backend=backend, mode=mode,
+                recompile_limit=fixed_size.MAX_COMPILED_GRAPHS, isolate_recompiles=True)
         elif backend:  # dynamic shapes: sizes are symbols, so a new batch size does not compile again
             self.__dict__["_compiled"] = torch.compile(self.model, dynamic=True, fullgraph=True, backend=backend,
-                                                       mode=mode)
+                                                       mode=mode, isolate_recompiles=True)
         self._cuda_graphs = mode == "reduce-overhead"
 
     def fixed_shapes(self) -> list[fixed_size.FixedShape]:
