@@ -8,16 +8,23 @@ from torch import Tensor
 from torch.nn import Linear, Module
 from torch_geometric.utils import scatter
 
+from .norm import real_row_mask
+
 NORM_SCOPES = ("graph", "batch")
 EDGE_HEAD_SPLITS = ("contiguous", "strided")
 
 
-def group_log_softmax(logits: Tensor, index: Tensor | None, num_groups: int) -> Tensor:
+def group_log_softmax(logits: Tensor, index: Tensor | None, num_groups: int, real: Tensor | None = None) -> Tensor:
     r"""Log-softmax of ``logits`` ``[M, ...]`` over dim 0 within each group of :obj:`index` (a segment softmax
     as :func:`torch_geometric.utils.softmax`, in log space; :obj:`None`: all rows form one group). Each group is
-    shifted by its maximum, so the result is exact for any logits, and a group's rows depend only on that group."""
+    shifted by its maximum, so the result is exact for any logits, and a group's rows depend only on that group.
+    With :obj:`index` :obj:`None`, :obj:`real` (``[M]`` bool) leaves the other rows out of the sum: theirs are finite
+    and no row of :obj:`real` depends on them."""
     if index is None:
-        return torch.log_softmax(logits, dim=0)
+        if real is None:
+            return torch.log_softmax(logits, dim=0)
+        left_out = ~real.view(-1, *([1] * (logits.dim() - 1)))
+        return logits - torch.logsumexp(logits.masked_fill(left_out, float("-inf")), dim=0, keepdim=True)
     shift = scatter(logits.detach(), index, 0, num_groups, reduce="max").index_select(0, index)
     z = logits - shift
     return z - scatter(z.exp(), index, 0, num_groups, reduce="sum").log().index_select(0, index)
@@ -43,10 +50,12 @@ class ExternalAttention(Module):
     with units :math:`\mathbf{U}_k \in \mathbb{R}^{S \times d/H}`, :math:`\mathbf{U}_v \in \mathbb{R}^{d/H \times S}`
     shared by the heads. Edge features get the same with their own units. :math:`\mathcal{G}(i)` is the graph of
     node :math:`i` (:obj:`norm_scope="graph"`: a segment softmax over ``batch``, so a graph's output never depends on
-    its batch-mates) or the whole mini-batch (:obj:`"batch"`, the authors' code). The softmax is computed in log space
-    in at least float32; with :obj:`eps=None`, :math:`\alpha = \mathrm{softmax}_s(\log \hat{\alpha})`, the exact
-    value of the authors' :math:`\hat{\alpha} / \sum_t \hat{\alpha}_t` also where every :math:`\hat{\alpha}` of a node
-    underflows. Where this differs from the paper and the authors' code: ``docs/fidelity.md``.
+    its batch-mates) or the whole mini-batch (:obj:`"batch"`, the authors' code; within
+    :func:`~gea_graph.nn.norm.padding_rows` its real rows only, so a fixed-size batch's padding changes nothing). The
+    softmax is computed in log space in at least float32; with :obj:`eps=None`,
+    :math:`\alpha = \mathrm{softmax}_s(\log \hat{\alpha})`, the exact value of the authors'
+    :math:`\hat{\alpha} / \sum_t \hat{\alpha}_t` also where every :math:`\hat{\alpha}` of a node underflows.
+    Where this differs from the paper and the authors' code: ``docs/fidelity.md``.
 
     Args:
         channels (int): Size :math:`d` of node (and edge) features.
@@ -141,7 +150,9 @@ class ExternalAttention(Module):
         weights = [t if t is None else t.to(compute) for t in (key.weight, key.bias, value.weight, value.bias)]
         with torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else nullcontext():
             logits = torch.nn.functional.linear(h.to(compute), weights[0], weights[1])  # [M, H, S]
-            log_p = group_log_softmax(logits, index, num_groups or 0)
+            # a padded batch's padding rows are left out of the batch-wide softmax (gea_graph.train.fixed_size)
+            real = real_row_mask(M) if index is None else None
+            log_p = group_log_softmax(logits, index, num_groups or 0, real)
             if self.eps is None:
                 alpha = torch.softmax(log_p, dim=-1)
             else:

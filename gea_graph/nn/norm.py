@@ -28,7 +28,8 @@ _PENDING: list[tuple[DistributedBatchNorm, Tensor, Tensor, _Rows]] = []
 @contextmanager
 def padding_rows(*masks: Tensor) -> Iterator[None]:
     r"""Within it, every :class:`DistributedBatchNorm` whose input has as many rows as one of :obj:`masks` (``[R]``
-    bool, ``True`` on real rows) takes its training statistics over the real rows only: what a fixed-size batch
+    bool, ``True`` on real rows) takes its training statistics over the real rows only (and GEA's batch-wide softmax
+    its sums, :func:`real_row_mask`): what a fixed-size batch
     (:mod:`gea_graph.train.fixed_size`) needs so that its padding changes no result. The masks are told apart by
     their lengths (a padded batch's nodes, edges and graphs differ in number), so the layers need no mask argument.
     The padding rows' outputs are finite and pass no gradient back: nothing of the padding reaches the real rows.
@@ -52,6 +53,13 @@ def padding_rows(*masks: Tensor) -> Iterator[None]:
         _ROWS.clear()
         _ROWS.update(rows)
         _PENDING[:] = pending
+
+
+def real_row_mask(rows: int) -> Tensor | None:
+    r"""The mask ``[rows]`` (``True`` on real rows) of the padded batch being run (:func:`padding_rows`) for a
+    tensor of :obj:`rows` rows, else :obj:`None`: for a computation over all the rows of a batch that must leave its
+    padding out (GEA's batch-wide softmax)."""
+    return _PADDING.get(rows) if _PADDING else None
 
 
 def update_running_statistics() -> None:

@@ -12,12 +12,13 @@ graph (message passing, the global attentions, GEA's per-graph softmax, pooling)
 what spans the whole batch excludes them through the masks that :func:`pad_batch` adds (``node_mask``,
 ``edge_mask``, ``graph_mask``, ``True`` on real rows):
 
-* batch normalisation, through :func:`gea_graph.nn.norm.padding` (statistics over the real rows only);
+* batch normalisation, through :func:`padding` (statistics over the real rows only), and GEA's batch-wide softmax
+  (the authors' ``norm_scope: batch``: sums over the real rows only, :func:`gea_graph.nn.norm.real_row_mask`);
 * the loss (:func:`masked_loss`: a masked mean, no boolean indexing) and the metrics (``gea_graph.train.metrics``).
 
 A padded batch therefore gives the unpadded batch's outputs, loss and gradients (``tests/train/test_fixed_size.py``
-checks each model family to 1e-5 in fp32). GEA's authors' batch-wide softmax (``norm_scope: batch``) and AGF's
-orthogonality loss (``aux_weight``) span the whole batch with no mask and are refused (:func:`supported`).
+checks each model family to 1e-5 in fp32). AGF's orthogonality loss (``aux_weight``) averages over every graph of
+the batch with no mask and is refused (:func:`supported`).
 
 Example::
 
@@ -78,9 +79,6 @@ def supported(model_cfg: Any) -> str | None:
     r"""Why a model cannot train on fixed-size batches (``None`` when it can)."""
     if model_cfg.task not in TASKS:
         return f"task {model_cfg.task} (its candidates are drawn per pair from the real graphs)"
-    if getattr(model_cfg, "norm_scope", "graph") == "batch" or \
-            (getattr(model_cfg, "gea_args", None) or {}).get("norm_scope") == "batch":
-        return "GEA's batch-wide softmax (norm_scope: batch) spans the padding graphs"
     if getattr(model_cfg, "attn", None) == "agf" and getattr(model_cfg, "aux_weight", 0.0):
         return "AGF's orthogonality loss (aux_weight) averages over every graph of the batch, padding graphs included"
     return None

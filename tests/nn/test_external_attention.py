@@ -436,3 +436,26 @@ def test_hand_computed_shared_unit_and_heads_share_the_units():
     out, _, attn, _ = two(x, None, return_attention=True)
     torch.testing.assert_close(attn[:, 1], _t(HAND_ALPHA).flip(0), rtol=0, atol=1e-15)
     torch.testing.assert_close(out, torch.cat([_t(HAND_OUT), _t(HAND_OUT).flip(0)], dim=1), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("eps", [1e-9, None])
+def test_batch_scope_leaves_the_padding_rows_of_a_padded_batch_out(eps):
+    # A fixed-size batch (gea_graph.train.fixed_size) appends padding nodes and edges; the batch-wide softmax sums
+    # over the real rows only, so the real rows' outputs and gradients are the unpadded batch's.
+    from gea_graph.nn.norm import padding_rows
+
+    torch.manual_seed(0)
+    att = ExternalAttention(8, heads=2, edge_units=True, norm_scope="batch", eps=eps)
+    x, e = torch.randn(7, 8, requires_grad=True), torch.randn(11, 8, requires_grad=True)
+    x_pad = torch.cat([x, 50 * torch.randn(3, 8)])  # large padding values would dominate an unmasked sum
+    e_pad = torch.cat([e, 50 * torch.randn(2, 8)])
+    ref_x, ref_e = att(x, edge_attr=e)
+    with padding_rows(torch.arange(10) < 7, torch.arange(13) < 11):
+        out_x, out_e = att(x_pad, edge_attr=e_pad)
+    assert torch.isfinite(out_x).all() and torch.isfinite(out_e).all()
+    torch.testing.assert_close(out_x[:7], ref_x, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out_e[:11], ref_e, atol=1e-6, rtol=1e-5)
+    ref = torch.autograd.grad(ref_x.sum() + ref_e.sum(), [x, e] + list(att.parameters()))
+    got = torch.autograd.grad(out_x[:7].sum() + out_e[:11].sum(), [x, e] + list(att.parameters()))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

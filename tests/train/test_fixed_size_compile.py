@@ -16,7 +16,8 @@ from .test_training import FAKE
 def _recipe(compile_with):
     raw = json.loads(json.dumps(FAKE))
     raw["data"]["options"].update(num_graphs=40, avg_num_nodes=6)
-    raw["model"].update(hidden=8, layers=1, dropout=0.0, mpnn="gatedgcn")
+    # GEA's batch-wide softmax (the papers' copies) sums over the real rows of a padded batch
+    raw["model"].update(hidden=8, layers=1, dropout=0.0, mpnn="gatedgcn", gea=True, norm_scope="batch")
     raw["trainer"].update(max_epochs=2, batch_size=8, eval_batch_size=8, fixed_size=True, compile=compile_with)
     return recipe_from_dict(raw, name="fake")
 
