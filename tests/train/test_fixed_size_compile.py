@@ -29,7 +29,7 @@ def test_two_fixed_size_epochs_compile_one_graph_per_shape_without_breaks(tmp_pa
     monkeypatch.setattr(module.GraphTask, "on_fit_end", lambda self: tasks.append(self), raising=False)
     torch._dynamo.reset()
     counters.clear()
-    # Whole ZINC, Peptides-func and PCQM4Mv2 runs plan 9 shapes (3 a split), and the 9th graph stopped them at torch's
+    # Whole ZINC and Peptides-func runs plan 9 shapes (3 a split), and the 9th graph stopped them at torch's
     # limit of 8 (FailOnRecompileLimitHit): here the limit is lowered below this small run's count of graphs.
     with torch._dynamo.config.patch(recompile_limit=2):
         fit(_recipe("aot_eager"), tmp_path / "compiled", progress=False, verbose=False, accelerator="cpu", devices=1)
