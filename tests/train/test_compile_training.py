@@ -39,7 +39,7 @@ def _graphs() -> int:
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
-@pytest.mark.parametrize("name", ["geaet-zinc-quick", "graphormer-gfsa-zinc-cpu"])
+@pytest.mark.parametrize("name", ["graphormer-gfsa-zinc-cpu"])  # GEAET: the inductor test below counts its graphs
 def test_a_stream_of_batch_sizes_compiles_once_per_batch_kind(name):
     task, compiled = _compiled_task(name, "aot_eager")
     model, recipe, before = task.model, task.recipe, _graphs()
