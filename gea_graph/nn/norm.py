@@ -123,7 +123,7 @@ class _Rows:
 
 def _rows(rows: int, per_row: int, spans: bool, device: torch.device) -> _Rows:
     # The real rows of the padded batch's mask of this length (worked out once per batch), else all rows.
-    mask = _PADDING.get(rows)
+    mask = real_row_mask(rows)
     if mask is None:
         return _Rows(torch.ones(rows * per_row, dtype=torch.bool, device=device), spans)
     key = (rows, per_row)
